@@ -1,0 +1,18 @@
+"""agentmem: durable memory for LLM agents in PostgreSQL + pgvector."""
+
+from .conversation import NewMessage
+from .db import Database, connect
+from .embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
+from .errors import (AgentMemError, ConfigurationError, DatabaseUnavailableError, DimensionMismatchError,
+                     EmbeddingError, InvalidInputError, LLMError, MigrationError, NotFoundError,
+                     VectorExtensionMissingError)
+from .manager import MemoryManager
+from .models import Entity, Fact, KnowledgeItem, Message, Summary, ToolLogEntry, Workflow
+from .settings import Settings
+
+__all__ = [
+    "AgentMemError", "ConfigurationError", "Database", "DatabaseUnavailableError", "DimensionMismatchError",
+    "Embedder", "EmbeddingError", "EmbeddingService", "Entity", "Fact", "HashEmbedder", "InvalidInputError",
+    "KnowledgeItem", "LLMError", "MemoryManager", "Message", "MigrationError", "MiniLMEmbedder", "NewMessage",
+    "NotFoundError", "Settings", "Summary", "ToolLogEntry", "VectorExtensionMissingError", "Workflow", "connect",
+]

@@ -1,0 +1,112 @@
+"""Connections: where the database is, the schema on it, and the pool to it.
+
+``connect()`` resolves the server (``AGENTMEM_DATABASE_URL``, then ``DATABASE_URL``,
+else the embedded server), applies pending migrations, checks the embedding
+dimension, and returns a :class:`Database` holding a ``psycopg_pool.ConnectionPool``.
+Every pooled connection has pgvector's types registered and ``search_path`` set to
+the agentmem schema in the pool's ``configure`` callback, so a transaction is simply
+``with db.pool.connection() as conn:``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from . import embedded, migrations
+from .errors import DatabaseUnavailableError
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Database:
+    """A migrated agentmem schema and a pool of configured connections to it."""
+
+    conninfo: str
+    schema: str
+    dimension: int
+    pool: ConnectionPool
+    embedded: bool = False
+    applied: list[str] = field(default_factory=list)
+
+    def connection(self) -> Any:
+        """``with db.connection() as conn:`` is one transaction."""
+        try:
+            return self.pool.connection()
+        except PoolTimeout as exc:  # pragma: no cover - depends on load
+            raise DatabaseUnavailableError(f"no database connection available: {exc}") from exc
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def resolve_conninfo(settings: Settings) -> tuple[str, bool]:
+    """The connection string to use and whether it is the embedded server."""
+    if settings.database_url:
+        return settings.database_url, False
+    return embedded.start_server(settings.data_dir / "pg"), True
+
+
+def _configure(schema: str):
+    def configure(conn: psycopg.Connection) -> None:
+        register_vector(conn)
+        ext = conn.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+            "WHERE e.extname = 'vector'"
+        ).fetchone()
+        conn.execute(
+            sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(schema), sql.Identifier(ext[0] if ext else "public"))
+        )
+        conn.commit()
+
+    return configure
+
+
+def connect(settings: Settings | None = None, *, dimension: int, model_name: str,
+            conninfo: str | None = None) -> Database:
+    """Open (and migrate) the database described by ``settings``."""
+    settings = settings or Settings.from_env()
+    is_embedded = False
+    if conninfo is None:
+        conninfo, is_embedded = resolve_conninfo(settings)
+    applied = migrations.migrate(conninfo, schema=settings.schema, dimension=dimension, model_name=model_name)
+    if applied:
+        log.info("applied migrations: %s", ", ".join(applied))
+    pool = ConnectionPool(
+        conninfo,
+        min_size=settings.pool_min_size,
+        max_size=settings.pool_max_size,
+        configure=_configure(settings.schema),
+        open=False,
+        name="agentmem",
+    )
+    try:
+        pool.open(wait=True, timeout=30)
+    except PoolTimeout as exc:
+        pool.close()
+        raise DatabaseUnavailableError(f"could not open connections to {_redact(conninfo)}: {exc}") from exc
+    return Database(conninfo=conninfo, schema=settings.schema, dimension=dimension, pool=pool,
+                    embedded=is_embedded, applied=applied)
+
+
+def _redact(conninfo: str) -> str:
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        return "<database>"
+    params.pop("password", None)
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items() if v is not None})

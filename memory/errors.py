@@ -1,0 +1,48 @@
+"""The errors agentmem raises. Each class's docstring is its message's gist.
+
+Everything agentmem raises on purpose derives from :class:`AgentMemError`, so a
+caller can catch one type. Driver errors (``psycopg.Error``) that mean something to
+the user are translated into these at the boundary where the meaning is known.
+"""
+
+from __future__ import annotations
+
+
+class AgentMemError(Exception):
+    """Base class of every error agentmem raises on purpose."""
+
+
+class ConfigurationError(AgentMemError):
+    """A setting is missing or has a value agentmem cannot use."""
+
+
+class DatabaseUnavailableError(AgentMemError):
+    """The PostgreSQL server could not be reached."""
+
+
+class VectorExtensionMissingError(AgentMemError):
+    """The pgvector extension (``vector``) is not installed in the database."""
+
+
+class DimensionMismatchError(AgentMemError):
+    """The embedding model's dimension differs from the one the schema was created with."""
+
+
+class MigrationError(AgentMemError):
+    """A schema migration failed; the database is left at the last migration that succeeded."""
+
+
+class InvalidInputError(AgentMemError, ValueError):
+    """An argument was rejected before anything was written (wrong type, NUL byte, too large...)."""
+
+
+class NotFoundError(AgentMemError, LookupError):
+    """No row with that id exists for this user (another user's rows count as not found)."""
+
+
+class EmbeddingError(AgentMemError):
+    """The embedding model failed, timed out, or returned vectors of the wrong shape."""
+
+
+class LLMError(AgentMemError):
+    """The chat model failed, timed out or answered with nothing usable."""

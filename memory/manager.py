@@ -1,0 +1,75 @@
+"""MemoryManager: the one front door to every memory type.
+
+Each memory type lives in its own mixin module (conversation, knowledge, workflows,
+entities, summaries, tool log); this class composes them over one database pool
+and one embedding service. Open it with :meth:`MemoryManager.open`, which resolves
+the database (URL or embedded server), applies migrations and checks the embedding
+dimension.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conversation import ConversationMixin
+from .db import Database, connect
+from .embeddings import Embedder, EmbeddingService, MiniLMEmbedder
+from .entities import EntityMixin
+from .formatting import (format_conversation, format_entities, format_knowledge, format_summaries,
+                         format_workflows)
+from .knowledge import KnowledgeMixin
+from .settings import Settings
+from .summaries import SummaryMixin
+from .toollog import ToolLogMixin
+from .workflows import WorkflowMixin
+
+
+class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixin, SummaryMixin, ToolLogMixin):
+    """Read and write every memory type for many users over one pool."""
+
+    def __init__(self, db: Database, embeddings: EmbeddingService, settings: Settings | None = None) -> None:
+        self.db = db
+        self.embeddings = embeddings
+        self.settings = settings or Settings.from_env()
+        self._pg_engine: Any = None
+
+    @classmethod
+    def open(cls, settings: Settings | None = None, *, embedder: Embedder | None = None,
+             conninfo: str | None = None) -> "MemoryManager":
+        """Connect (starting the embedded server if no URL is set), migrate, and return a manager."""
+        settings = settings or Settings.from_env()
+        service = EmbeddingService(embedder or MiniLMEmbedder(), batch_size=settings.embedding_batch_size,
+                                   cache_size=settings.embedding_cache_size)
+        db = connect(settings, dimension=service.dimension, model_name=service.name, conninfo=conninfo)
+        return cls(db, service, settings)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "MemoryManager":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def as_vectorstore(self, memory_type: str) -> Any:
+        """A langchain-postgres ``PGVectorStore`` over one memory table (e.g. ``"knowledge"``)."""
+        from langchain_postgres import PGEngine
+
+        from .vectorstore import make_vectorstore, sqlalchemy_url
+
+        if self._pg_engine is None:
+            self._pg_engine = PGEngine.from_connection_string(sqlalchemy_url(self.db.conninfo))
+        return make_vectorstore(self.db.conninfo, self.db.schema, self.embeddings, memory_type,
+                                engine=self._pg_engine)
+
+    def build_context(self, query: str, user_id: str, thread_id: str, *, k: int = 3) -> str:
+        """A plain context from every memory type (the agent loop uses ``ContextBuilder``)."""
+        sections = [
+            format_summaries(self.read_summaries(user_id, thread_id)),
+            format_workflows(self.read_workflows(query, user_id, k=k)),
+            format_entities(self.read_entities(user_id, query, k=k)),
+            format_knowledge(self.read_knowledge(query, user_id, k=k)),
+            format_conversation(self.read_conversational_memory(thread_id, user_id)),
+        ]
+        return "\n\n".join(sections)

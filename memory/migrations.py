@@ -1,0 +1,168 @@
+"""Forward-only schema migrations from ``sql/NNN_name.sql``.
+
+Each file is applied in its own transaction and recorded in ``schema_migrations``.
+All of it runs under a session advisory lock keyed on the schema name, so two
+processes starting at once are serialised: the second finds the work done. The
+embedding dimension is fixed by the first migration (row ``embedding_dim`` in
+``agentmem_meta``) and checked on every start.
+
+Migration files are psycopg ``sql.SQL`` templates; the only placeholder is ``{dim}``,
+filled with ``sql.Literal``. The runner sets ``search_path`` so the files use
+unqualified names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from .errors import DimensionMismatchError, MigrationError, VectorExtensionMissingError
+
+_FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+
+
+def sql_dir() -> Path:
+    override = os.environ.get("AGENTMEM_SQL_DIR")
+    return Path(override) if override else Path(__file__).resolve().parent.parent / "sql"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+    @property
+    def text(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+def discover(directory: Path | None = None) -> list[Migration]:
+    directory = directory or sql_dir()
+    found = []
+    for path in sorted(directory.glob("*.sql")):
+        m = _FILE.match(path.name)
+        if m:
+            found.append(Migration(int(m.group(1)), m.group(2), path))
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise MigrationError(f"two migration files share a number in {directory}")
+    if not found:
+        raise MigrationError(f"no migration files found in {directory}")
+    return found
+
+
+def _lock_key(schema: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"agentmem:{schema}".encode()).digest()[:8], "big", signed=True)
+
+
+def ensure_vector_extension(conn: psycopg.Connection) -> str:
+    """Make sure ``vector`` is installed; return the schema it lives in."""
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'vector'"
+    ).fetchone()
+    if row:
+        return str(row[0])
+    available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    dbname = conn.info.dbname
+    if not available:
+        raise VectorExtensionMissingError(
+            f"the pgvector extension is not available on this PostgreSQL server (database {dbname!r}). "
+            "Install pgvector >= 0.7 on the server (e.g. the postgresql-NN-pgvector package), then "
+            "run: CREATE EXTENSION vector;  Or unset AGENTMEM_DATABASE_URL to use the embedded server."
+        )
+    try:
+        with conn.transaction():
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.errors.InsufficientPrivilege:
+        raise VectorExtensionMissingError(
+            f"the pgvector extension is available but not installed in database {dbname!r}, and "
+            f"role {conn.info.user!r} may not install it. Ask a superuser or the database owner to run: "
+            "CREATE EXTENSION vector;"
+        ) from None
+    return ensure_vector_extension(conn)
+
+
+def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str) -> list[str]:
+    """Apply pending migrations; return the names applied (empty when up to date)."""
+    applied_now: list[str] = []
+    try:
+        conn = psycopg.connect(conninfo, autocommit=True)
+    except psycopg.OperationalError as exc:
+        from .errors import DatabaseUnavailableError
+
+        raise DatabaseUnavailableError(f"cannot connect to PostgreSQL: {exc}".strip()) from exc
+    with conn:
+        key = _lock_key(schema)
+        conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        try:
+            ext_schema = ensure_vector_extension(conn)
+            schema_id = sql.Identifier(schema)
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema_id))
+            path = sql.SQL("SET search_path TO {}, {}").format(schema_id, sql.Identifier(ext_schema))
+            conn.execute(path)
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS agentmem_meta (key text PRIMARY KEY, value text NOT NULL)"
+            )
+            dim = _check_dimension(conn, dimension, model_name)
+            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            for mig in discover():
+                if mig.version in done:
+                    continue
+                try:
+                    with conn.transaction():
+                        conn.execute(path)
+                        conn.execute(sql.SQL(mig.text).format(dim=sql.Literal(dim)))
+                        conn.execute(
+                            "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+                            (mig.version, mig.name, mig.checksum),
+                        )
+                except psycopg.Error as exc:
+                    raise MigrationError(
+                        f"migration {mig.path.name} failed and was rolled back: {exc}".strip()
+                    ) from exc
+                applied_now.append(f"{mig.version:03d}_{mig.name}")
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    return applied_now
+
+
+def _check_dimension(conn: psycopg.Connection, dimension: int, model_name: str) -> int:
+    row = conn.execute("SELECT value FROM agentmem_meta WHERE key = 'embedding_dim'").fetchone()
+    if row is None:
+        conn.execute(
+            "INSERT INTO agentmem_meta (key, value) VALUES ('embedding_dim', %s), ('embedding_model', %s)",
+            (str(dimension), model_name),
+        )
+        return dimension
+    stored = int(row[0])
+    if stored != dimension:
+        model = conn.execute("SELECT value FROM agentmem_meta WHERE key = 'embedding_model'").fetchone()
+        raise DimensionMismatchError(
+            f"the embedding model {model_name!r} produces {dimension}-dimensional vectors, but this "
+            f"schema was created for {stored} dimensions (model {model[0] if model else 'unknown'!r}). "
+            "Use the same model, or a new schema (AGENTMEM_SCHEMA) for the new one; vectors of "
+            "different models are never mixed."
+        )
+    return stored
+
+
+def applied(conn: psycopg.Connection, schema: str) -> list[tuple[int, str]]:
+    q = sql.SQL("SELECT version, name FROM {}.schema_migrations ORDER BY version").format(sql.Identifier(schema))
+    return [(int(v), str(n)) for v, n in conn.execute(q)]
