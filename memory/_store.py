@@ -108,7 +108,7 @@ class StoreBase:
             "WHERE search_tsv @@ tsq AND ({where}) "
             "ORDER BY ts_rank_cd(search_tsv, tsq) DESC LIMIT %(pool)s"
         ).format(key=key, tbl=tbl, where=where)
-        with self.db.connection() as conn:
+        with self.db.connection(params.get("uid")) as conn:
             conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
             with conn.cursor(row_factory=class_row(row_cls)) as cur:
                 vec_rows = cur.execute(vector_sql, args).fetchall()
@@ -121,7 +121,7 @@ class StoreBase:
             fetch = sql.SQL(
                 "SELECT {cols}, 1 - (embedding <=> %(qvec)s) AS score FROM {tbl} WHERE {key} = ANY(%(ids)s)"
             ).format(cols=cols, tbl=tbl, key=key)
-            with self.db.connection() as conn, conn.cursor(row_factory=class_row(row_cls)) as cur:
+            with self.db.connection(params.get("uid")) as conn, conn.cursor(row_factory=class_row(row_cls)) as cur:
                 for row in cur.execute(fetch, dict(args, ids=missing)):
                     by_id[getattr(row, key_name(table))] = row
         order = fuse_rankings(

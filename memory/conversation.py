@@ -112,7 +112,7 @@ class ConversationMixin(StoreBase):
         ]
         stmt = _INSERT + select_list(Message).as_string(None)
         out: list[Message] = []
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(Message)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
             cur.executemany(stmt, rows, returning=True)
             while True:
                 out.extend(cur.fetchall())
@@ -134,7 +134,7 @@ class ConversationMixin(StoreBase):
             " ORDER BY created_at DESC, id DESC LIMIT %s) t ORDER BY created_at, id"
         )
         stmt = sql.SQL(q).format(cols=select_list(Message))
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(Message)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
             return cur.execute(stmt, (uid, tid, limit)).fetchall()
 
     def read_thread(self, thread_id: str, user_id: str, *, include_summarized: bool = True) -> list[Message]:
@@ -145,7 +145,7 @@ class ConversationMixin(StoreBase):
             "SELECT {cols} FROM conversational_memory WHERE user_id = %s AND thread_id = %s{cond}"
             " ORDER BY created_at, id"
         ).format(cols=select_list(Message), cond=cond)
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(Message)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
             return cur.execute(stmt, (uid, tid)).fetchall()
 
     def list_threads(self, user_id: str | None = None) -> list[dict[str, Any]]:
@@ -161,5 +161,5 @@ class ConversationMixin(StoreBase):
             " min(created_at) AS first_at, max(created_at) AS last_at"
             " FROM conversational_memory {where} GROUP BY user_id, thread_id ORDER BY max(created_at) DESC"
         ).format(where=where)
-        with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        with self.db.connection(params[0] if params else None) as conn, conn.cursor(row_factory=dict_row) as cur:
             return cur.execute(q, params).fetchall()

@@ -11,8 +11,9 @@ the agentmem schema in the pool's ``configure`` callback, so a transaction is si
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -37,8 +38,16 @@ class Database:
     embedded: bool = False
     applied: list[str] = field(default_factory=list)
 
-    def connection(self) -> Any:
-        """``with db.connection() as conn:`` is one transaction."""
+    def connection(self, user_id: str | None = None) -> Any:
+        """``with db.connection() as conn:`` is one transaction.
+
+        With ``user_id`` the transaction first sets ``agentmem.user_id`` locally (it ends
+        with the transaction, so a pooled connection never carries it to the next user):
+        the key of the row-level-security policies that apply when agentmem connects
+        through a non-owner role (see ``memory.isolation``). The owner bypasses them.
+        """
+        if user_id is not None:
+            return _user_transaction(self.pool, user_id)
         try:
             return self.pool.connection()
         except PoolTimeout as exc:  # pragma: no cover - depends on load
@@ -52,6 +61,16 @@ class Database:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextmanager
+def _user_transaction(pool: ConnectionPool, user_id: str) -> Iterator[psycopg.Connection]:
+    try:
+        with pool.connection() as conn:
+            conn.execute("SELECT set_config('agentmem.user_id', %s, true)", (user_id,))
+            yield conn
+    except PoolTimeout as exc:  # pragma: no cover - depends on load
+        raise DatabaseUnavailableError(f"no database connection available: {exc}") from exc
 
 
 def resolve_conninfo(settings: Settings) -> tuple[str, bool]:

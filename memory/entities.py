@@ -34,7 +34,7 @@ class EntityMixin(StoreBase):
             "   THEN EXCLUDED.embedding ELSE e.embedding END"
             " RETURNING {cols}, NULL::float8 AS score"
         ).format(cols=select_list(Entity))
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(Entity)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Entity)) as cur:
             row = cur.execute(stmt, (uid, name, entity_type, description, vec)).fetchone()
         assert row is not None
         return row
@@ -49,5 +49,5 @@ class EntityMixin(StoreBase):
             "SELECT {cols}, NULL::float8 AS score FROM entity_memory WHERE user_id = %s"
             " ORDER BY last_seen DESC LIMIT %s"
         ).format(cols=select_list(Entity))
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(Entity)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Entity)) as cur:
             return cur.execute(stmt, (uid, self._k(k))).fetchall()

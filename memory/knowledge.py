@@ -42,7 +42,7 @@ class KnowledgeMixin(StoreBase):
             " RETURNING {cols}, NULL::float8 AS score"
         ).format(cols=select_list(KnowledgeItem))
         out: list[KnowledgeItem] = []
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(KnowledgeItem)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(KnowledgeItem)) as cur:
             cur.executemany(stmt, rows, returning=True)
             while True:
                 out.extend(cur.fetchall())

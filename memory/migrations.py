@@ -109,6 +109,12 @@ def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str) -> l
         try:
             ext_schema = ensure_vector_extension(conn)
             schema_id = sql.Identifier(schema)
+            if _up_to_date(conn, schema):
+                # Nothing to apply, so run no DDL: a non-owner role (row-level security,
+                # see memory.isolation) may start agentmem on a migrated schema.
+                conn.execute(sql.SQL("SET search_path TO {}, {}").format(schema_id, sql.Identifier(ext_schema)))
+                _check_dimension(conn, dimension, model_name)
+                return applied_now
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema_id))
             path = sql.SQL("SET search_path TO {}, {}").format(schema_id, sql.Identifier(ext_schema))
             conn.execute(path)
@@ -141,6 +147,16 @@ def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str) -> l
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
     return applied_now
+
+
+def _up_to_date(conn: psycopg.Connection, schema: str) -> bool:
+    """Whether every migration file is recorded in the schema (read-only check)."""
+    table = conn.execute("SELECT to_regclass(format('%%I.schema_migrations', %s::text))", (schema,)).fetchone()
+    if table is None or table[0] is None:
+        return False
+    done = {r[0] for r in conn.execute(sql.SQL("SELECT version FROM {}.schema_migrations").format(
+        sql.Identifier(schema)))}
+    return all(m.version in done for m in discover())
 
 
 def _check_dimension(conn: psycopg.Connection, dimension: int, model_name: str) -> int:

@@ -59,7 +59,7 @@ class SummaryMixin(StoreBase):
         row = self._summary_row(user_id, thread_id, description, content, source_count=source_count,
                                 first_message_at=first_message_at, last_message_at=last_message_at,
                                 metadata=metadata)
-        with self.db.connection() as conn:
+        with self.db.connection(row["user_id"]) as conn:
             return self._insert_summary(conn, row)
 
     def read_summary_by_id(self, summary_id: str | uuid.UUID, user_id: str) -> Summary:
@@ -67,7 +67,7 @@ class SummaryMixin(StoreBase):
         sid, uid = check_uuid(summary_id, "summary_id"), self._uid(user_id)
         stmt = sql.SQL("SELECT {cols}, NULL::float8 AS score FROM summary_memory"
                        " WHERE summary_id = %s AND user_id = %s").format(cols=select_list(Summary))
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
             row = cur.execute(stmt, (sid, uid)).fetchone()
         if row is None:
             raise NotFoundError(f"summary {sid} not found for this user")
@@ -81,7 +81,7 @@ class SummaryMixin(StoreBase):
             "SELECT * FROM (SELECT {cols}, NULL::float8 AS score FROM summary_memory WHERE user_id = %s"
             " AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC LIMIT %s) s ORDER BY created_at"
         ).format(cols=select_list(Summary))
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
             return cur.execute(stmt, (uid, tid, tid, self._k(limit))).fetchall()
 
     def read_summary_memory(self, query: str, user_id: str, k: int = 3, *,

@@ -31,7 +31,7 @@ class ToolLogMixin(StoreBase):
             "INSERT INTO tool_log (user_id, thread_id, tool_call_id, tool_name, args, output, status, error,"
             " duration_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {cols}"
         ).format(cols=select_list(ToolLogEntry))
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(ToolLogEntry)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(ToolLogEntry)) as cur:
             row = cur.execute(stmt, (uid, tid, tool_call_id, tool_name, Jsonb(args), output, status, error,
                                      duration_ms)).fetchone()
         assert row is not None
@@ -45,7 +45,7 @@ class ToolLogMixin(StoreBase):
             "SELECT * FROM (SELECT {cols} FROM tool_log WHERE user_id = %s AND (%s::text IS NULL OR thread_id = %s)"
             " ORDER BY id DESC LIMIT %s) t ORDER BY id"
         ).format(cols=select_list(ToolLogEntry))
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(ToolLogEntry)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(ToolLogEntry)) as cur:
             return cur.execute(stmt, (uid, tid, tid, check_positive_int(limit, "limit"))).fetchall()
 
     def read_tool_log_entry(self, entry_id: int, user_id: str) -> ToolLogEntry:
@@ -57,7 +57,7 @@ class ToolLogMixin(StoreBase):
                 raise NotFoundError(f"tool log entry {str(entry_id)[:40]!r} not found") from None
         stmt = sql.SQL("SELECT {cols} FROM tool_log WHERE id = %s AND user_id = %s").format(
             cols=select_list(ToolLogEntry))
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(ToolLogEntry)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(ToolLogEntry)) as cur:
             row = cur.execute(stmt, (entry_id, uid)).fetchone()
         if row is None:
             raise NotFoundError(f"tool log entry {entry_id} not found for this user")

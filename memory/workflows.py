@@ -34,7 +34,7 @@ class WorkflowMixin(StoreBase):
             "INSERT INTO workflow_memory (user_id, name, description, query, steps, outcome, embedding)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {cols}, NULL::float8 AS score"
         ).format(cols=select_list(Workflow))
-        with self.db.connection() as conn, conn.cursor(row_factory=class_row(Workflow)) as cur:
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Workflow)) as cur:
             row = cur.execute(stmt, (None if shared else uid, name, description, query,
                                      Jsonb(list(steps)), outcome, vec)).fetchone()
         assert row is not None
@@ -49,7 +49,7 @@ class WorkflowMixin(StoreBase):
 
     def record_workflow_use(self, workflow_id: str, user_id: str, *, success: bool = True) -> None:
         wid, uid = check_uuid(workflow_id, "workflow_id"), self._uid(user_id)
-        with self.db.connection() as conn:
+        with self.db.connection(uid) as conn:
             cur = conn.execute(
                 "UPDATE workflow_memory SET use_count = use_count + 1,"
                 " success_count = success_count + %s, last_used_at = clock_timestamp()"
