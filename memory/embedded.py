@@ -20,6 +20,15 @@ from .errors import DatabaseUnavailableError
 log = logging.getLogger(__name__)
 
 
+def ensure_runtime_dir() -> None:
+    """pgserver keeps its lock file in XDG_RUNTIME_DIR; give it a private one if unset."""
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return
+    path = Path(f"/tmp/agentmem-run-{os.getuid()}")
+    path.mkdir(mode=0o700, exist_ok=True)
+    os.environ["XDG_RUNTIME_DIR"] = str(path)
+
+
 def start_server(data_dir: Path, *, delete_on_exit: bool = False) -> str:
     """Start (or join) the embedded server whose data lives in ``data_dir``; return its URI."""
     try:
@@ -33,7 +42,7 @@ def start_server(data_dir: Path, *, delete_on_exit: bool = False) -> str:
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     # Unix socket paths are limited to ~107 bytes; pgserver falls back to a runtime dir
     # when the data dir is too deep, but a short path keeps things predictable.
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    ensure_runtime_dir()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

