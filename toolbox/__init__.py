@@ -1,0 +1,13 @@
+"""agentmem toolbox: tools registered once, found by meaning, run safely."""
+
+from .augment import Augmentation
+from .errors import ToolboxError, ToolNotRegisteredError, ToolSchemaError
+from .models import Tool, ToolResult
+from .schema import FunctionSpec, describe_function
+from .text import split_identifier
+from .toolbox import DEFAULT_RRF_K, DEFAULT_WEIGHTS, Toolbox
+
+__all__ = [
+    "Augmentation", "DEFAULT_RRF_K", "DEFAULT_WEIGHTS", "FunctionSpec", "Tool", "ToolNotRegisteredError",
+    "ToolResult", "ToolSchemaError", "Toolbox", "ToolboxError", "describe_function", "split_identifier",
+]

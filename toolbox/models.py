@@ -1,0 +1,81 @@
+"""What the toolbox hands out: registered tools and the results of running them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import TypeAdapter
+
+
+@dataclass
+class Tool:
+    """A registered tool: the function, and how the model sees it.
+
+    ``openai_schema`` is the OpenAI tools format, accepted as is by the OpenAI API and by
+    ``ChatOpenAI(...).bind_tools([...])``.
+    """
+
+    name: str
+    description: str
+    json_schema: dict[str, Any]
+    func: Callable[..., Any]
+    docstring: str = ""
+    queries: list[str] = field(default_factory=list)
+    augmented: bool = False
+    namespace: str = "default"
+    content_hash: str = ""
+    signature: str = ""
+    adapters: dict[str, TypeAdapter[Any]] = field(default_factory=dict, repr=False)
+    score: float | None = None  # set on tools returned by ``retrieve``
+
+    @property
+    def openai_schema(self) -> dict[str, Any]:
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.json_schema}}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one tool call, ready to go back to the model.
+
+    ``content`` is what the model reads: the output (or its preview) when ``status`` is
+    ``"ok"``; a JSON object with ``error``, ``message`` and ``fix`` when it is ``"error"``.
+    ``log_id`` is the ``tool_log`` row holding the call's arguments and full output.
+    """
+
+    status: str
+    content: str
+    name: str
+    tool_call_id: str | None = None
+    log_id: int | None = None
+    error: str | None = None  # error kind: unknown_tool, invalid_arguments, tool_error, ...
+    hint: str | None = None  # how the model can fix the call
+    duration_ms: float | None = None
+    truncated: bool = False
+    output: Any = None  # the function's return value (not sent to the model)
+    traceback: str | None = field(default=None, repr=False)  # of a tool that raised (kept in tool_log)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_message(self) -> Any:
+        """A LangChain ``ToolMessage`` answering the call."""
+        from langchain_core.messages import ToolMessage
+
+        return ToolMessage(content=self.content, tool_call_id=self.tool_call_id or "", name=self.name,
+                           status="success" if self.ok else "error")
+
+    def to_openai_message(self) -> dict[str, Any]:
+        """The ``{"role": "tool", ...}`` message of the OpenAI chat API."""
+        return {"role": "tool", "tool_call_id": self.tool_call_id or "", "content": self.content}
+
+    @staticmethod
+    def error_content(kind: str, message: str, fix: str, **extra: Any) -> str:
+        return json.dumps({"status": "error", "error": kind, "message": message, "fix": fix, **extra},
+                          ensure_ascii=False, default=str)

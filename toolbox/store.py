@@ -1,0 +1,100 @@
+"""SQL over ``toolbox_memory``: the stored description of each tool, and the two searches.
+
+Rows are keyed by ``(namespace, name)``. Registration is an upsert
+(``INSERT ... ON CONFLICT (namespace, name) DO UPDATE``), so processes that register the
+same tool at the same moment leave exactly one row, whichever wins holding a complete
+description and its embedding. Both searches are restricted to the names the calling
+process registered: the table is shared by every process of a deployment, but a
+process can only run the functions it holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Sequence
+
+import numpy as np
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from memory.db import Database
+
+
+@dataclass
+class ToolRow:
+    id: uuid.UUID
+    namespace: str
+    name: str
+    docstring: str
+    description: str
+    json_schema: dict[str, Any]
+    queries: list[str]
+    search_text: str
+    content_hash: str
+    augmented: bool
+    created_at: datetime
+    updated_at: datetime
+    embedding: Any = field(default=None, repr=False)
+
+
+def fetch(db: Database, namespace: str, name: str) -> ToolRow | None:
+    with db.connection() as conn, conn.cursor(row_factory=class_row(ToolRow)) as cur:
+        return cur.execute(
+            "SELECT id, namespace, name, docstring, description, json_schema, queries, search_text, content_hash,"
+            " augmented, created_at, updated_at, embedding FROM toolbox_memory WHERE namespace = %s AND name = %s",
+            (namespace, name),
+        ).fetchone()
+
+
+def upsert(db: Database, *, namespace: str, name: str, docstring: str, description: str,
+           json_schema: dict[str, Any], queries: Sequence[str], search_text: str, content_hash: str,
+           augmented: bool, embedding: np.ndarray) -> ToolRow:
+    """Insert or replace the row of ``(namespace, name)``; safe to race from many processes."""
+    with db.connection() as conn, conn.cursor(row_factory=class_row(ToolRow)) as cur:
+        row = cur.execute(
+            "INSERT INTO toolbox_memory (namespace, name, docstring, description, json_schema, queries, search_text,"
+            " content_hash, augmented, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (namespace, name) DO UPDATE SET docstring = EXCLUDED.docstring,"
+            " description = EXCLUDED.description, json_schema = EXCLUDED.json_schema, queries = EXCLUDED.queries,"
+            " search_text = EXCLUDED.search_text, content_hash = EXCLUDED.content_hash,"
+            " augmented = EXCLUDED.augmented, embedding = EXCLUDED.embedding, updated_at = clock_timestamp()"
+            " RETURNING id, namespace, name, docstring, description, json_schema, queries, search_text,"
+            " content_hash, augmented, created_at, updated_at, embedding",
+            (namespace, name, docstring, description, Jsonb(json_schema), Jsonb(list(queries)), search_text,
+             content_hash, augmented, embedding),
+        ).fetchone()
+    assert row is not None
+    return row
+
+
+def vector_ranking(db: Database, namespace: str, names: Sequence[str], qvec: np.ndarray,
+                   limit: int) -> list[tuple[str, float]]:
+    """Registered tools nearest to ``qvec`` (cosine), with their similarity, best first."""
+    with db.connection() as conn:
+        conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+        rows = conn.execute(
+            "SELECT name, 1 - (embedding <=> %(q)s) FROM toolbox_memory"
+            " WHERE namespace = %(ns)s AND name = ANY(%(names)s) AND embedding IS NOT NULL"
+            " ORDER BY embedding <=> %(q)s LIMIT %(limit)s",
+            {"q": qvec, "ns": namespace, "names": list(names), "limit": limit},
+        ).fetchall()
+    return [(r[0], float(r[1])) for r in rows]
+
+
+def keyword_ranking(db: Database, namespace: str, names: Sequence[str], tsquery: str,
+                    limit: int) -> list[str]:
+    """Registered tools matching the OR-query ``tsquery`` (english stemming), best first.
+
+    ``ts_rank`` with normalisation 1 (divide by 1 + log(length)) so the long search
+    texts of augmented tools do not win on length alone.
+    """
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT name FROM toolbox_memory, to_tsquery('english', %(tsq)s) AS q"
+            " WHERE namespace = %(ns)s AND name = ANY(%(names)s) AND search_tsv @@ q"
+            " ORDER BY ts_rank(search_tsv, q, 1) DESC, name LIMIT %(limit)s",
+            {"tsq": tsquery, "ns": namespace, "names": list(names), "limit": limit},
+        ).fetchall()
+    return [r[0] for r in rows]

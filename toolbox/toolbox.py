@@ -1,0 +1,396 @@
+"""Toolbox: register hundreds of tools, hand the model the few that fit the request.
+
+Registration describes a function (``schema.py``: JSON schema from the type hints,
+description from the docstring), optionally asks an LLM once for a clearer
+description and example user queries (``augment.py``), builds one search text
+(``text.py``: name words + description + signature + queries), embeds it once and
+upserts the row into ``toolbox_memory`` (``store.py``). A content hash over
+everything that shapes the stored row (name, docstring, schema, augment flag,
+embedding model) makes re-registering an unchanged tool free: no LLM call, no
+embedding, one indexed read.
+
+Retrieval embeds the request, ranks this process's tools by cosine similarity to
+their stored embedding and by full-text match (english stemming, OR of the request's
+words), and fuses both rankings with weighted reciprocal rank fusion. The weights
+were chosen on held-out development queries (``bench/tool_retrieval.py``): vector
+search carries the fusion, keyword search breaks ties between near-duplicates and
+rescues exact terms (ids, product names) the embedding blurs; see
+``DEFAULT_WEIGHTS``. Pinned tools are always added.
+
+Execution (``calls.py``) validates a model's tool call against the schema the model
+was shown, runs the function (sync or async), logs arguments, full output, status
+and duration in ``tool_log``, and answers every mistake with a structured result
+telling the model how to fix the call. Nothing the model does raises into the loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
+
+from memory._store import fuse_rankings
+from memory.errors import InvalidInputError
+from memory.manager import MemoryManager
+from memory.validation import check_id, check_json, check_positive_int, check_text
+
+from . import store
+from .augment import Augmentation, augment
+from .calls import (ParsedCall, acall_function, call_function, check_arguments, convert_arguments, parse_call,
+                    render_output)
+from .errors import ToolNotRegisteredError
+from .models import Tool, ToolResult
+from .schema import FunctionSpec, describe_function
+from .text import content_hash, keyword_query, search_text
+
+log = logging.getLogger("toolbox")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: (vector, keyword) weights of the rank fusion and its constant; chosen on the dev
+#: split of bench/tool_retrieval.py, never on its held-out test split.
+DEFAULT_WEIGHTS = (1.0, 0.5)
+DEFAULT_RRF_K = 20
+MODES = ("hybrid", "vector", "keyword")
+
+
+@dataclass
+class _Pending:
+    """A tool whose stored row must be (re)built: augmentation done, embedding pending."""
+
+    spec: FunctionSpec
+    func: Callable[..., Any]
+    hash: str
+    aug: Augmentation
+    text: str
+
+
+class Toolbox:
+    """A namespace of tools stored in ``toolbox_memory``, runnable by this process.
+
+    ``llm``: a LangChain chat model used by ``register_tool(augment=True)``; with None,
+    augmentation falls back to the docstring (and says so once). ``output_limit``:
+    outputs longer than this many characters reach the model as a preview plus the
+    ``tool_log`` id of the full text.
+    """
+
+    def __init__(self, mm: MemoryManager, *, namespace: str = "default", llm: Any = None,
+                 output_limit: int = 4_000, n_queries: int = 5, llm_timeout: float = 60.0,
+                 weights: tuple[float, float] = DEFAULT_WEIGHTS, rrf_k: int = DEFAULT_RRF_K) -> None:
+        self.mm = mm
+        self.namespace = check_id(namespace, "namespace", max_chars=mm.settings.max_id_chars)
+        self.llm = llm
+        self.output_limit = check_positive_int(output_limit, "output_limit")
+        self.n_queries = check_positive_int(n_queries, "n_queries", maximum=50)
+        self.llm_timeout = llm_timeout
+        self.weights = weights
+        self.rrf_k = rrf_k
+        self._tools: dict[str, Tool] = {}
+        self._pinned: list[str] = []
+        self._lock = threading.RLock()
+        self._said_no_llm = False
+        self.llm_calls = 0  # augmentation calls made, for tests and benchmarks
+
+    # -- registration ---------------------------------------------------------------
+    @overload
+    def register_tool(self, func: F, *, augment: bool = False, name: str | None = None) -> F: ...
+
+    @overload
+    def register_tool(self, func: None = None, *, augment: bool = False,
+                      name: str | None = None) -> Callable[[F], F]: ...
+
+    def register_tool(self, func: Any = None, *, augment: bool = False, name: str | None = None) -> Any:
+        """Register ``func`` as a tool; works as ``@register_tool``, ``@register_tool(...)`` or a call.
+
+        Returns the function unchanged. ``name`` overrides ``func.__name__`` (needed for
+        lambdas, callable objects, or two tools from one function).
+        """
+        if func is None:
+            def decorator(f: F) -> F:
+                self.register_tools([f], augment=augment, names=[name])
+                return f
+            return decorator
+        self.register_tools([func], augment=augment, names=[name])
+        return func
+
+    def register_tools(self, funcs: Iterable[Callable[..., Any]], *, augment: bool = False,
+                       names: Sequence[str | None] | None = None) -> list[Tool]:
+        """Register many functions at once (one embedding batch); returns their tools."""
+        funcs = list(funcs)
+        names = list(names) if names is not None else [None] * len(funcs)
+        if len(names) != len(funcs):
+            raise InvalidInputError("names must have one entry per function")
+        specs = [describe_function(f, n) for f, n in zip(funcs, names)]  # all described before anything is written
+        seen: set[str] = set()
+        for spec in specs:
+            if spec.name in seen:
+                raise InvalidInputError(f"tool name {spec.name!r} appears twice in one registration")
+            seen.add(spec.name)
+        if augment and self.llm is None:
+            self._say_no_llm()
+        tools: list[Tool] = []
+        pending: list[_Pending] = []
+        model = self.mm.embeddings.name
+        for spec, func in zip(specs, funcs):
+            digest = content_hash(name=spec.name, docstring=spec.docstring, parameters=spec.parameters,
+                                  augment=augment, model=model)
+            row = store.fetch(self.mm.db, self.namespace, spec.name)
+            if (row is not None and row.content_hash == digest and row.embedding is not None
+                    and (not augment or row.augmented or self.llm is None)):
+                tools.append(self._tool(spec, func, row.description, list(row.queries), row.augmented, digest))
+                continue
+            aug = self._augment(spec) if augment else Augmentation(spec.description)
+            text = search_text(spec.name, aug.description, spec.parameters, aug.queries)
+            pending.append(_Pending(spec, func, digest, aug, text))
+        if pending:
+            vectors = self.mm.embeddings.embed([p.text[:4000] for p in pending])
+            for p, vec in zip(pending, vectors):
+                row = store.upsert(self.mm.db, namespace=self.namespace, name=p.spec.name,
+                                   docstring=p.spec.docstring, description=p.aug.description,
+                                   json_schema=p.spec.parameters, queries=p.aug.queries, search_text=p.text,
+                                   content_hash=p.hash, augmented=p.aug.augmented, embedding=vec)
+                tools.append(self._tool(p.spec, p.func, row.description, list(row.queries), row.augmented, p.hash))
+        with self._lock:
+            for tool in tools:
+                self._tools[tool.name] = tool
+        order = {s.name: i for i, s in enumerate(specs)}
+        return sorted(tools, key=lambda t: order[t.name])
+
+    def _tool(self, spec: FunctionSpec, func: Callable[..., Any], description: str, queries: list[str],
+              augmented: bool, digest: str) -> Tool:
+        return Tool(name=spec.name, description=description, json_schema=spec.parameters, func=func,
+                    docstring=spec.docstring, queries=queries, augmented=augmented, namespace=self.namespace,
+                    content_hash=digest, signature=spec.signature_text, adapters=spec.adapters)
+
+    def _say_no_llm(self) -> None:
+        if not self._said_no_llm:
+            self._said_no_llm = True
+            log.warning("toolbox %r: no LLM configured, so augment=True uses the docstring as the description "
+                        "(pass llm= to Toolbox to augment)", self.namespace)
+
+    def _augment(self, spec: FunctionSpec) -> Augmentation:
+        if self.llm is None:
+            return Augmentation(spec.description, [], False, "no LLM configured")
+        self.llm_calls += 1
+        result = augment(self.llm, name=spec.name, signature=spec.signature_text, docstring=spec.docstring,
+                         fallback=spec.description, n=self.n_queries, timeout=self.llm_timeout)
+        if not result.augmented:
+            log.warning("toolbox %r: augmenting %r fell back to the docstring: %s", self.namespace, spec.name,
+                        result.reason)
+        return result
+
+    # -- the registry ---------------------------------------------------------------
+    @property
+    def tools(self) -> list[Tool]:
+        with self._lock:
+            return list(self._tools.values())
+
+    def get(self, name: str) -> Tool:
+        with self._lock:
+            tool = self._tools.get(name)
+        if tool is None:
+            raise ToolNotRegisteredError(f"no tool named {name!r} is registered in this toolbox")
+        return tool
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def unregister(self, name: str) -> None:
+        """Stop offering ``name`` from this process (its stored row stays for other processes)."""
+        with self._lock:
+            self.get(name)
+            del self._tools[name]
+            if name in self._pinned:
+                self._pinned.remove(name)
+
+    def pin(self, name: str) -> None:
+        """Always include ``name`` in :meth:`retrieve` results (e.g. memory tools under pressure)."""
+        with self._lock:
+            self.get(name)
+            if name not in self._pinned:
+                self._pinned.append(name)
+
+    def unpin(self, name: str) -> None:
+        with self._lock:
+            if name in self._pinned:
+                self._pinned.remove(name)
+
+    @property
+    def pinned(self) -> list[str]:
+        return list(self._pinned)
+
+    # -- retrieval --------------------------------------------------------------------
+    def retrieve(self, query: str, k: int = 5, *, mode: str = "hybrid") -> list[Tool]:
+        """The ``k`` registered tools most relevant to ``query``, plus every pinned tool.
+
+        ``mode``: ``"hybrid"`` (default), or ``"vector"`` / ``"keyword"`` alone (for
+        comparison). Each returned tool carries ``score``, its cosine similarity to the
+        query (None for a tool found by keywords only or added because it is pinned).
+        """
+        query = check_text(query, "query", max_chars=self.mm.settings.max_content_chars)
+        k = check_positive_int(k, "k", maximum=1000)
+        if mode not in MODES:
+            raise InvalidInputError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        with self._lock:
+            tools = dict(self._tools)
+            pinned = list(self._pinned)
+        if not tools:
+            return []
+        names = list(tools)
+        pool = max(4 * k, 20)
+        ranked_vec: list[tuple[str, float]] = []
+        ranked_kw: list[str] = []
+        if mode != "keyword":
+            qvec = self.mm.embeddings.embed([query[:4000]])[0]
+            ranked_vec = store.vector_ranking(self.mm.db, self.namespace, names, qvec, pool)
+        tsq = keyword_query(query)
+        if mode != "vector" and tsq:
+            ranked_kw = store.keyword_ranking(self.mm.db, self.namespace, names, tsq, pool)
+        sims = dict(ranked_vec)
+        order = fuse_rankings([[n for n, _ in ranked_vec], ranked_kw], list(self.weights), k=self.rrf_k)
+        chosen = [n for n in order if n in tools][:k]
+        chosen += [n for n in pinned if n not in chosen and n in tools]
+        return [dataclasses.replace(tools[n], score=sims.get(n)) for n in chosen]
+
+    def openai_tools(self, query: str, k: int = 5) -> list[dict[str, Any]]:
+        """``retrieve`` as OpenAI tool schemas, ready for ``bind_tools`` or the API's ``tools=``."""
+        return [t.openai_schema for t in self.retrieve(query, k)]
+
+    # -- execution --------------------------------------------------------------------
+    def execute(self, tool_call: Any, *, user_id: str, thread_id: str | None = None) -> ToolResult:
+        """Run a model's tool call; every mistake comes back as a ToolResult, never raised."""
+        uid, tid = self._ids(user_id, thread_id)
+        start = time.perf_counter()
+        call, tool, prepared = self._prepare(tool_call)
+        if isinstance(prepared, ToolResult):
+            return self._finish(prepared, call, uid, tid, start)
+        try:
+            value = call_function(tool.func, prepared)  # type: ignore[union-attr]
+        except Exception as exc:  # the tool's own failure goes back to the model
+            return self._finish(self._tool_error(call, exc), call, uid, tid, start)
+        return self._finish(self._ok(call, value), call, uid, tid, start)
+
+    async def aexecute(self, tool_call: Any, *, user_id: str, thread_id: str | None = None) -> ToolResult:
+        """Async :meth:`execute`: awaits coroutine tools, runs sync ones in a worker thread."""
+        import asyncio
+
+        uid, tid = self._ids(user_id, thread_id)
+        start = time.perf_counter()
+        call, tool, prepared = self._prepare(tool_call)
+        if isinstance(prepared, ToolResult):
+            return await asyncio.to_thread(self._finish, prepared, call, uid, tid, start)
+        try:
+            value = await acall_function(tool.func, prepared)  # type: ignore[union-attr]
+        except Exception as exc:
+            return await asyncio.to_thread(self._finish, self._tool_error(call, exc), call, uid, tid, start)
+        return await asyncio.to_thread(self._finish, self._ok(call, value), call, uid, tid, start)
+
+    def _ids(self, user_id: str, thread_id: str | None) -> tuple[str, str | None]:
+        limit = self.mm.settings.max_id_chars
+        return (check_id(user_id, "user_id", max_chars=limit),
+                check_id(thread_id, "thread_id", max_chars=limit) if thread_id is not None else None)
+
+    def _prepare(self, tool_call: Any) -> tuple[ParsedCall, Tool | None, dict[str, Any] | ToolResult]:
+        call = parse_call(tool_call)
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return call, None, self._unknown_tool(call)
+        problems = [call.problem] if call.problem else check_arguments(tool, call.args)
+        if not problems:
+            try:
+                check_json(call.args, "arguments", max_chars=self.mm.settings.max_content_chars)
+            except InvalidInputError as exc:
+                problems = [str(exc)]
+        kwargs: dict[str, Any] = {}
+        if not problems:
+            kwargs, problems = convert_arguments(tool, call.args)
+        if problems:
+            return call, tool, self._bad_arguments(call, tool, problems)
+        return call, tool, kwargs
+
+    def _unknown_tool(self, call: ParsedCall) -> ToolResult:
+        names = sorted(self._tools)
+        close = difflib.get_close_matches(call.name, names, n=3, cutoff=0.5)
+        if not call.name:
+            message = "the tool call names no tool"
+        else:
+            message = f"there is no tool named {call.name[:100]!r}"
+        fix = (f"Did you mean {' or '.join(repr(c) for c in close)}? " if close else "") + \
+            "Call one of the tools you were given, with its exact name."
+        available = names if len(names) <= 30 else names[:30] + ["..."]
+        return ToolResult("error", ToolResult.error_content("unknown_tool", message, fix, available_tools=available),
+                          call.name, call.id, error="unknown_tool", hint=fix)
+
+    def _bad_arguments(self, call: ParsedCall, tool: Tool, problems: list[str]) -> ToolResult:
+        message = f"the arguments of {tool.name} are invalid: " + "; ".join(problems)
+        fix = (f"Call {tool.name} again with a JSON object matching its parameters: {tool.signature}. "
+               "Required arguments must be present; use only the listed names and types.")
+        return ToolResult("error", ToolResult.error_content("invalid_arguments", message, fix,
+                                                            parameters=tool.json_schema),
+                          tool.name, call.id, error="invalid_arguments", hint=fix)
+
+    def _tool_error(self, call: ParsedCall, exc: Exception) -> ToolResult:
+        message = f"{call.name} raised {type(exc).__name__}: {str(exc)[:1000]}"
+        fix = ("The tool failed while running. Check the argument values against the tool description and "
+               "retry with corrected values; if it fails again, tell the user what went wrong.")
+        result = ToolResult("error", ToolResult.error_content("tool_error", message, fix), call.name, call.id,
+                            error="tool_error", hint=fix)
+        result.traceback = "".join(traceback.format_exception(exc))
+        return result
+
+    def _ok(self, call: ParsedCall, value: Any) -> ToolResult:
+        return ToolResult("ok", render_output(value), call.name, call.id, output=value)
+
+    def _finish(self, result: ToolResult, call: ParsedCall, uid: str, tid: str | None, start: float) -> ToolResult:
+        """Log the call (arguments, full output, status, duration) and cut a long output to a preview."""
+        s = self.mm.settings
+        result.duration_ms = (time.perf_counter() - start) * 1000.0
+        total = len(result.content)
+        full = result.content[:s.max_tool_output_chars] if result.ok else result.content
+        args = call.args if _storable(call.args, s.max_content_chars) else \
+            {"unstorable_arguments": repr(call.args)[:2000].replace("\x00", "\\x00")}
+        error_text = None if result.ok else (result.traceback or result.content)
+        name = "".join(c for c in (call.name or "(none)") if c.isprintable())[:s.max_id_chars] or "(none)"
+        try:
+            entry = self.mm.write_tool_log(uid, name, args, _storable_text(full), status=result.status,
+                                           error=_storable_text(error_text[:20_000] if error_text else None), duration_ms=result.duration_ms,
+                                           thread_id=tid, tool_call_id=_short(call.id, s.max_id_chars))
+            result.log_id = entry.id
+        except Exception:  # a logging failure must not turn a tool result into a crash of the loop
+            log.exception("toolbox %r: could not write tool_log for %r", self.namespace, name)
+        if result.ok and len(result.content) > self.output_limit:
+            result.truncated = True
+            where = (f"the full output is stored in tool_log id {result.log_id}" if result.log_id is not None
+                     else "the full output could not be stored")
+            result.content = (result.content[:self.output_limit] +
+                              f"\n\n[output truncated: showing {self.output_limit:,} of {total:,} characters; "
+                              f"{where}]")
+        return result
+
+
+def _storable(value: Any, limit: int) -> bool:
+    try:
+        check_json(value, "value", max_chars=limit)
+    except InvalidInputError:
+        return False
+    return True
+
+
+def _storable_text(text: str | None) -> str | None:
+    if text is None:
+        return None
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _short(value: str | None, limit: int) -> str | None:
+    return None if value is None else value[:limit]
