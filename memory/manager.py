@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .consolidation import ConsolidationMixin
 from .conversation import ConversationMixin
 from .db import Database, connect
 from .embeddings import Embedder, EmbeddingService, MiniLMEmbedder
@@ -19,12 +20,14 @@ from .formatting import (format_conversation, format_entities, format_knowledge,
                          format_workflows)
 from .knowledge import KnowledgeMixin
 from .settings import Settings
+from .search import SearchMixin
 from .summaries import SummaryMixin
 from .toollog import ToolLogMixin
 from .workflows import WorkflowMixin
 
 
-class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixin, SummaryMixin, ToolLogMixin):
+class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixin, SummaryMixin, ToolLogMixin,
+                    SearchMixin, ConsolidationMixin):
     """Read and write every memory type for many users over one pool."""
 
     def __init__(self, db: Database, embeddings: EmbeddingService, settings: Settings | None = None) -> None:

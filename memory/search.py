@@ -1,0 +1,324 @@
+"""search_memory: one ranked list over a user's past messages, summaries and facts.
+
+The third strategy beside truncation and summary: old turns found again on demand.
+Consolidated messages stay in ``conversational_memory`` (only their ``summary_id`` is
+set), so they are searched like any other; their hits carry the summary id so the
+agent can expand it, and the summaries themselves are in the same list.
+
+Two signals per candidate, both absolute so scores mean the same across queries:
+
+* **vector**: cosine similarity of the query with the message's own embedding
+  (``role: content``). Candidates are scored exactly over the user's rows (a user has
+  hundreds to thousands of rows: an exact scan is a few milliseconds and cannot miss
+  what an approximate index would);
+* **keyword**: IDF-weighted coverage of the query's stemmed words (English
+  stemming, numbers kept), computed in SQL over the user's rows: the share of the
+  query's information (sum of the IDFs of its words) that the row matches. Messages
+  are matched on their context window (``conversational_context``, migration 004:
+  the message at full weight, its neighbours in the thread at ``neighbour_weight``),
+  so "Yes, I still use it every day" is found through the question it answers, while
+  the hit is the message itself. A query word that appears nowhere lowers the score,
+  so an unanswerable question scores low instead of matching on one common word.
+
+They are fused linearly (``score = vector + keyword_weight * keyword``); rank fusion
+with a flat constant is available (``fusion="rrf"``) for comparison, and
+``bench/recall.py`` measures both. Because the fused score is absolute, a caller can
+set ``min_score`` and get an empty list rather than invented matches.
+
+Time: a time expression in the query ("last May", "two weeks ago") is resolved
+against ``now`` (:mod:`memory.timeparse`) and removed from the words matched; rows in
+that range get ``time_boost`` added (``time_mode="boost"``, the default) or the range
+becomes a hard filter (``time_mode="filter"``). Explicit ``since``/``until`` are
+always filters.
+
+Embeddings of messages written with ``embed=False`` are filled in batches by
+:meth:`SearchMixin.embed_pending_messages`; ``search_memory`` runs it for the user
+first, so a deferred row is never missed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Iterable, Sequence
+
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from ._store import StoreBase, fuse_rankings
+from .conversation import embedding_text
+from .errors import InvalidInputError
+from .timeparse import TimeRange, parse_time_range
+from .validation import check_text
+
+KINDS = ("messages", "summaries", "facts")
+METHODS = ("hybrid", "vector", "keyword")
+
+
+@dataclass(frozen=True)
+class SearchWeights:
+    """How the signals are combined; ``bench/recall.py`` measures the choices."""
+
+    keyword_weight: float = 0.5
+    neighbour_weight: float = 0.5
+    time_boost: float = 0.15
+    fusion: str = "linear"  # or "rrf"
+    rrf_k: int = 60
+
+
+DEFAULT_WEIGHTS = SearchWeights()
+
+
+@dataclass
+class MemoryHit:
+    """One search result. ``summary_id`` is set on consolidated messages and on summaries."""
+
+    kind: str  # "message" | "summary" | "fact"
+    id: str  # message id, summary id or fact id (as text)
+    content: str
+    score: float
+    created_at: datetime | None
+    thread_id: str | None = None
+    summary_id: uuid.UUID | None = None
+    role: str | None = None  # message role, or the fact's category
+    vector_score: float = 0.0
+    keyword_score: float = 0.0
+    in_time_range: bool | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def message_id(self) -> int | None:
+        return int(self.id) if self.kind == "message" else None
+
+
+# One statement per kind. ``base`` is the user's rows under the filters, with the
+# keyword text (``tsv``) and its full-weight part (``tsv_a``); every candidate gets
+# both scores, candidates are the top ``pool`` of either signal.
+_SCORED = """
+WITH base AS (
+    SELECT {key} AS key, {tsv} AS tsv, {tsv_a} AS tsv_a FROM {source} WHERE {where}
+),
+lex AS (SELECT lq::tsquery AS tq FROM unnest(%(lexq)s::text[]) AS lq),
+matched AS (SELECT key, tsv, tsv_a FROM base WHERE %(tsq)s::tsquery IS NOT NULL AND tsv @@ %(tsq)s::tsquery),
+idf AS (
+    SELECT lex.tq, ln(1 + ((SELECT count(*) FROM base) - d.n + 0.5) / (d.n + 0.5)) AS idf
+    FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM matched WHERE matched.tsv @@ lex.tq) d
+),
+kw AS (
+    SELECT matched.key,
+           sum(idf.idf * CASE WHEN matched.tsv_a @@ idf.tq THEN 1.0 ELSE %(nw)s END)
+           / nullif((SELECT sum(idf) FROM idf), 0) AS ks
+    FROM matched JOIN idf ON matched.tsv @@ idf.tq GROUP BY matched.key
+),
+vec AS (
+    SELECT {key} AS key, 1 - ({alias}.embedding <=> %(qvec)s) AS vs FROM {source}
+    WHERE {where} AND {alias}.embedding IS NOT NULL ORDER BY vs DESC LIMIT %(pool)s
+),
+cand AS (
+    SELECT key FROM vec UNION SELECT key FROM (SELECT key FROM kw ORDER BY ks DESC LIMIT %(pool)s) k
+)
+SELECT {cols}, coalesce(1 - ({alias}.embedding <=> %(qvec)s), 0) AS vs, coalesce(kw.ks, 0) AS ks
+FROM {source} JOIN cand ON cand.key = {key} LEFT JOIN kw ON kw.key = {key}
+"""
+
+_FILTERS = (" AND ({t0} < %(until)s OR %(until)s::timestamptz IS NULL)"
+            " AND ({t1} >= %(since)s OR %(since)s::timestamptz IS NULL)"
+            " AND ({alias}.expires_at IS NULL OR {alias}.expires_at > now())")
+
+_KIND_SQL = {
+    "messages": dict(
+        source="conversational_memory m JOIN conversational_context c ON c.message_id = m.id",
+        alias="m", key="m.id", tsv="c.context_tsv",
+        tsv_a="ts_filter(c.context_tsv, ARRAY['a']::\"char\"[])",
+        where="m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(tid)s)",
+        t0="m.created_at", t1="m.created_at",
+        cols="'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role,"
+             " m.created_at AS t0, m.created_at AS t1, m.metadata",
+    ),
+    "summaries": dict(
+        source="summary_memory s", alias="s", key="s.summary_id", tsv="s.search_tsv", tsv_a="s.search_tsv",
+        where="s.user_id = %(uid)s AND (%(tid)s::text IS NULL OR s.thread_id = %(tid)s)",
+        t0="coalesce(s.first_message_at, s.created_at)", t1="coalesce(s.last_message_at, s.created_at)",
+        cols="'summary' AS kind, s.summary_id::text AS id, s.description || E'\\n' || s.content AS content,"
+             " coalesce(s.last_message_at, s.created_at) AS created_at, s.thread_id, s.summary_id, NULL AS role,"
+             " coalesce(s.first_message_at, s.created_at) AS t0, coalesce(s.last_message_at, s.created_at) AS t1,"
+             " s.metadata",
+    ),
+    "facts": dict(
+        source="fact_memory f", alias="f", key="f.id", tsv="f.search_tsv", tsv_a="f.search_tsv",
+        # Facts belong to the user, not to a thread: a thread filter leaves them out.
+        where="f.user_id = %(uid)s AND f.valid_to IS NULL AND %(tid)s::text IS NULL",
+        t0="f.valid_from", t1="f.valid_from",
+        cols="'fact' AS kind, f.id::text AS id, f.content, f.valid_from AS created_at, NULL AS thread_id,"
+             " NULL::uuid AS summary_id, f.category AS role, f.valid_from AS t0, f.valid_from AS t1, f.metadata",
+    ),
+}
+
+
+def _kind_statement(kind: str) -> sql.SQL:
+    parts = _KIND_SQL[kind]
+    where = "(" + parts["where"] + ")" + _FILTERS.format(t0=parts["t0"], t1=parts["t1"], alias=parts["alias"])
+    text = _SCORED.format(key=parts["key"], tsv=parts["tsv"], tsv_a=parts["tsv_a"], source=parts["source"],
+                          where=where, alias=parts["alias"], cols=parts["cols"])
+    return sql.SQL(text)  # type: ignore[arg-type]  # built from the constants above; values are bound
+
+
+_STATEMENTS = {kind: _kind_statement(kind) for kind in KINDS}
+
+
+def _tsquery_literal(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+class SearchMixin(StoreBase):
+    def search_memory(
+        self,
+        query: str,
+        user_id: str,
+        k: int = 10,
+        scope: str | Iterable[str] | None = None,
+        *,
+        thread_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        now: datetime | None = None,
+        time_mode: str = "boost",
+        min_score: float | None = None,
+        method: str = "hybrid",
+        weights: SearchWeights | None = None,
+    ) -> list[MemoryHit]:
+        """The user's past messages, summaries and facts most relevant to ``query``, best first.
+
+        ``scope``: "messages", "summaries", "facts", or several of them (default: all).
+        ``thread_id``, ``since`` and ``until`` filter; a time expression in the query
+        ("last May") is resolved against ``now`` and boosts (or, with
+        ``time_mode="filter"``, filters to) that range. Hits scoring below
+        ``min_score`` are dropped, so an unanswerable question can return nothing.
+        """
+        query = check_text(query, "query", max_chars=self.settings.max_content_chars)
+        uid = self._uid(user_id)
+        tid = self._tid(thread_id) if thread_id is not None else None
+        k = self._k(k)
+        kinds = _check_scope(scope)
+        if method not in METHODS:
+            raise InvalidInputError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        if time_mode not in ("boost", "filter", "off"):
+            raise InvalidInputError("time_mode must be 'boost', 'filter' or 'off'")
+        for name, value in (("since", since), ("until", until), ("now", now)):
+            if value is not None and not isinstance(value, datetime):
+                raise InvalidInputError(f"{name} must be a datetime")
+        w = weights or DEFAULT_WEIGHTS
+        if w.fusion not in ("linear", "rrf"):
+            raise InvalidInputError("fusion must be 'linear' or 'rrf'")
+
+        span = parse_time_range(query, now) if time_mode != "off" else None
+        text = span.strip(query) if span and span.strip(query) else query
+        lo, hi = _aware(since), _aware(until)
+        if span is not None and time_mode == "filter":
+            lo = max(lo, span.start) if lo else span.start
+            hi = min(hi, span.end) if hi else span.end
+
+        if "messages" in kinds:
+            self.embed_pending_messages(uid)
+        qvec = self._embed([text])[0]
+        pool = max(4 * k, 50)
+        hits: list[MemoryHit] = []
+        with self.db.connection(uid) as conn:
+            lexemes = conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", (text,)).fetchone()
+            lexq = [_tsquery_literal(x) for x in (lexemes[0] if lexemes else [])]
+            params = dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, nw=w.neighbour_weight,
+                          lexq=lexq, tsq=" | ".join(lexq) or None)
+            with conn.cursor(row_factory=dict_row) as cur:
+                for kind in kinds:
+                    for row in cur.execute(_STATEMENTS[kind], params).fetchall():
+                        hits.append(_hit(row, span))
+        ranked = _rank(hits, method, w)
+        if min_score is not None:
+            ranked = [h for h in ranked if h.score >= min_score]
+        return ranked[:k]
+
+    def embed_pending_messages(self, user_id: str | None = None, *, batch_size: int = 256,
+                               limit: int | None = None) -> int:
+        """Embed messages written without an embedding, in batches; return how many.
+
+        Rows are claimed with ``FOR UPDATE SKIP LOCKED``, so concurrent callers share the
+        work instead of embedding the same rows twice.
+        """
+        uid = self._uid(user_id) if user_id is not None else None
+        done = 0
+        while limit is None or done < limit:
+            size = batch_size if limit is None else min(batch_size, limit - done)
+            with self.db.connection(uid) as conn:
+                rows = conn.execute(
+                    "SELECT id, role, content FROM conversational_memory"
+                    " WHERE embedding IS NULL AND content <> '' AND (%(uid)s::text IS NULL OR user_id = %(uid)s)"
+                    " ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED", dict(uid=uid, n=size)).fetchall()
+                if not rows:
+                    break
+                vectors = self._embed([embedding_text(role, content) for _, role, content in rows])
+                with conn.cursor() as cur:
+                    cur.executemany("UPDATE conversational_memory SET embedding = %s WHERE id = %s",
+                                    [(vec, rid) for (rid, _, _), vec in zip(rows, vectors)])
+            done += len(rows)
+            if len(rows) < size:
+                break
+        return done
+
+
+def _check_scope(scope: str | Iterable[str] | None) -> tuple[str, ...]:
+    if scope is None or scope == "all":
+        return KINDS
+    chosen = (scope,) if isinstance(scope, str) else tuple(scope)
+    bad = [s for s in chosen if s not in KINDS]
+    if bad or not chosen:
+        raise InvalidInputError(f"scope must be 'all' or among {', '.join(KINDS)}; got {list(chosen)!r}")
+    return tuple(dict.fromkeys(chosen))
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
+
+
+def _hit(row: dict[str, Any], span: TimeRange | None) -> MemoryHit:
+    in_range = None
+    if span is not None:
+        in_range = bool(row["t0"] < span.end and row["t1"] >= span.start)
+    return MemoryHit(
+        kind=row["kind"], id=row["id"], content=row["content"], score=0.0, created_at=row["created_at"],
+        thread_id=row["thread_id"], summary_id=row["summary_id"], role=row["role"],
+        vector_score=float(row["vs"]), keyword_score=float(row["ks"]), in_time_range=in_range,
+        metadata=row["metadata"] or {},
+    )
+
+
+def _rank(hits: Sequence[MemoryHit], method: str, w: SearchWeights) -> list[MemoryHit]:
+    """Order hits by the chosen method; ``score`` is the fused score."""
+    def time_bonus(h: MemoryHit) -> float:
+        return w.time_boost if h.in_time_range else 0.0
+
+    out = [replace(h) for h in hits]
+    if method == "vector":
+        for h in out:
+            h.score = h.vector_score + time_bonus(h)
+    elif method == "keyword":
+        for h in out:
+            h.score = h.keyword_score + time_bonus(h)
+        out = [h for h in out if h.keyword_score > 0]
+    elif w.fusion == "linear":
+        for h in out:
+            h.score = h.vector_score + w.keyword_weight * h.keyword_score + time_bonus(h)
+    else:
+        by_key = {(h.kind, h.id): h for h in out}
+        vec = sorted(by_key, key=lambda key: -by_key[key].vector_score)
+        kw = sorted((key for key in by_key if by_key[key].keyword_score > 0),
+                    key=lambda key: -by_key[key].keyword_score)
+        order = fuse_rankings([vec, kw], [1.0, w.keyword_weight], k=w.rrf_k)
+        n = len(order)
+        for rank, key in enumerate(order):
+            h = by_key[key]
+            # Rank fusion has no absolute scale; keep a rank-derived score in (0, 1].
+            h.score = (n - rank) / n + time_bonus(h)
+    return sorted(out, key=lambda h: -h.score)

@@ -1,0 +1,176 @@
+"""search_memory: long-memory recall over messages, summaries and facts.
+
+Fast tests use the hash embedder (fixture ``mm``); the consolidation and paraphrase
+test uses the real MiniLM model (``real_mm``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+
+from memory import InvalidInputError, MemoryManager
+from memory.search import SearchWeights
+from memory.timeparse import parse_time_range
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
+
+
+def chat(mm: MemoryManager, user: str, thread: str, turns: list[tuple[str, str]], start: datetime,
+         *, embed: bool = True) -> list[int]:
+    """Write alternating user/assistant turns one minute apart; return the message ids."""
+    msgs = [dict(role=role, content=text, created_at=start + timedelta(minutes=i))
+            for i, (role, text) in enumerate(turns)]
+    return [m.id for m in mm.write_messages(user, thread, msgs, embed=embed)]
+
+
+FILLER = [
+    ("user", "Can you help me format a table in markdown?"),
+    ("assistant", "Sure, use pipes between columns and a dashed line under the header."),
+    ("user", "What is a good stretch after running?"),
+    ("assistant", "A standing quad stretch and a calf stretch against a wall work well."),
+]
+
+
+def test_neighbour_window_finds_short_turn(mm: MemoryManager, user: str, thread: str) -> None:
+    ids = chat(mm, user, thread, FILLER + [
+        ("assistant", "Do you still have the Olympus OM-1 film camera your grandfather gave you?"),
+        ("user", "Yes, I still use it every day."),
+    ] + FILLER, NOW - timedelta(days=30))
+    answer = ids[len(FILLER) + 1]
+    hits = mm.search_memory("olympus camera from grandfather", user, k=5, scope="messages", method="keyword")
+    assert answer in [h.message_id for h in hits]
+    # The window only helps keywords: the hit is the message itself, not its neighbour's text.
+    hit = next(h for h in hits if h.message_id == answer)
+    assert hit.content == "Yes, I still use it every day."
+    assert hit.keyword_score < next(h for h in hits if h.message_id == answer - 1).keyword_score
+
+
+def test_other_users_messages_never_appear(mm: MemoryManager, user: str, thread: str) -> None:
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    chat(mm, other, thread, [("user", "My locker code at the gym is 4471.")], NOW - timedelta(days=3))
+    mine = chat(mm, user, thread, [("user", "My bike lock code is 9182.")] + FILLER, NOW - timedelta(days=3))
+    for method in ("hybrid", "vector", "keyword"):
+        hits = mm.search_memory("what is my locker code at the gym 4471", user, k=20, method=method)
+        assert hits, method
+        assert all(h.kind != "message" or h.message_id in mine for h in hits), method
+        assert not any("4471" in h.content for h in hits), method
+
+
+def test_time_filters_and_boost(mm: MemoryManager, user: str, thread: str) -> None:
+    may = chat(mm, user, thread, [("user", "I bought a new tent for camping.")], datetime(2026, 5, 14, tzinfo=timezone.utc))
+    july = chat(mm, user, thread, [("user", "I bought a new tent for camping.")],
+                datetime(2026, 7, 2, tzinfo=timezone.utc))
+    q = "what did I buy for camping last May?"
+    filtered = mm.search_memory(q, user, k=5, scope="messages", now=NOW, time_mode="filter")
+    assert [h.message_id for h in filtered] == may
+    boosted = mm.search_memory(q, user, k=5, scope="messages", now=NOW)
+    assert [h.message_id for h in boosted] == may + july
+    assert boosted[0].in_time_range and not boosted[1].in_time_range
+    # Explicit bounds filter whatever the query says; a thread filter too.
+    explicit = mm.search_memory("camping tent", user, k=5, since=datetime(2026, 6, 1, tzinfo=timezone.utc))
+    assert [h.message_id for h in explicit if h.kind == "message"] == july
+    assert mm.search_memory("camping tent", user, k=5, thread_id="no-such-thread") == []
+    # Without a time expression, no time effect: the same text scores the same.
+    plain = mm.search_memory("what did I buy for camping?", user, k=5, scope="messages", now=NOW)
+    assert plain[0].score == pytest.approx(plain[1].score)
+    assert all(h.in_time_range is None for h in plain)
+
+
+def test_threshold_drops_unanswerable(mm: MemoryManager, user: str, thread: str) -> None:
+    chat(mm, user, thread, FILLER + [("user", "My sister Hannah moved to Lisbon for work.")] + FILLER,
+         NOW - timedelta(days=10))
+    answerable = mm.search_memory("which city did Hannah move to", user, k=3)
+    unanswerable = mm.search_memory("what is the registration number of my boat", user, k=3)
+    assert answerable[0].content.startswith("My sister Hannah")
+    assert unanswerable, "without a threshold the best candidates are returned"
+    threshold = (answerable[0].score + unanswerable[0].score) / 2
+    assert unanswerable[0].score < answerable[0].score
+    assert mm.search_memory("what is the registration number of my boat", user, k=3, min_score=threshold) == []
+    assert mm.search_memory("which city did Hannah move to", user, k=3, min_score=threshold)
+
+
+def test_deferred_embeddings_are_filled_before_search(mm: MemoryManager, user: str, thread: str) -> None:
+    ids = chat(mm, user, thread, FILLER + [("user", "The wifi password at the cabin is pinecone77.")],
+               NOW - timedelta(days=1), embed=False)
+    hits = mm.search_memory("cabin wifi password", user, k=3, method="vector")
+    assert hits[0].message_id == ids[-1]
+    assert hits[0].vector_score > 0
+    assert mm.embed_pending_messages(user) == 0
+
+
+def test_window_follows_inserts_out_of_order_and_deletes(mm: MemoryManager, user: str, thread: str,
+                                                         sql_conn: psycopg.Connection) -> None:
+    start = NOW - timedelta(days=2)
+    first = chat(mm, user, thread, [("user", "alpha"), ("user", "gamma")], start)
+    # A message backdated between the two becomes both windows' neighbour.
+    middle = chat(mm, user, thread, [("user", "beta")], start + timedelta(seconds=30))[0]
+
+    def window(mid: int) -> str:
+        row = sql_conn.execute("SELECT context_tsv::text FROM conversational_context WHERE message_id = %s",
+                               (mid,)).fetchone()
+        return row[0] if row else ""
+
+    assert "beta" in window(first[0]) and "beta" in window(first[1]) and "gamma" not in window(first[0])
+    sql_conn.execute("DELETE FROM conversational_memory WHERE id = %s", (middle,))
+    assert "beta" not in window(first[0]) and "gamma" in window(first[0]) and window(middle) == ""
+    sql_conn.execute("UPDATE conversational_memory SET content = 'delta' WHERE id = %s", (first[1],))
+    assert "delta" in window(first[0]) and "gamma" not in window(first[0])
+
+
+def test_summaries_and_facts_in_the_same_list(mm: MemoryManager, user: str, thread: str,
+                                              sql_conn: psycopg.Connection) -> None:
+    ids = chat(mm, user, thread, [("user", "Our release train leaves every second Thursday.")] + FILLER,
+               NOW - timedelta(days=40))
+    summary = mm.write_summary(user, thread, "Release cadence discussion with the team",
+                               "The release train leaves every second Thursday.", source_count=1)
+    sql_conn.execute("UPDATE conversational_memory SET summary_id = %s WHERE id = %s", (summary.summary_id, ids[0]))
+    fact = "The release train leaves on alternate Thursdays"
+    register_vector(sql_conn)
+    sql_conn.execute("INSERT INTO fact_memory (user_id, category, content, embedding)"
+                     " VALUES (%s, 'stable_fact', %s, %s)", (user, fact, mm.embeddings.embed_one(fact)))
+    hits = mm.search_memory("when does the release train leave", user, k=5)
+    kinds = {h.kind for h in hits[:3]}
+    assert kinds == {"message", "summary", "fact"}
+    msg = next(h for h in hits if h.kind == "message")
+    assert msg.summary_id == summary.summary_id and msg.thread_id == thread
+    assert next(h for h in hits if h.kind == "summary").summary_id == summary.summary_id
+    assert {h.kind for h in mm.search_memory("release train", user, scope=["facts"])} == {"fact"}
+    # Facts have no thread: a thread filter leaves them out.
+    assert "fact" not in {h.kind for h in mm.search_memory("release train", user, thread_id=thread)}
+
+
+def test_bad_input_is_rejected(mm: MemoryManager, user: str) -> None:
+    with pytest.raises(InvalidInputError):
+        mm.search_memory("", user)
+    with pytest.raises(InvalidInputError):
+        mm.search_memory("x", user, scope="everything")
+    with pytest.raises(InvalidInputError):
+        mm.search_memory("x", user, method="magic")
+    with pytest.raises(InvalidInputError):
+        mm.search_memory("x", user, since="2024-01-01")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        mm.search_memory("x", user, weights=SearchWeights(fusion="max"))
+
+
+@pytest.mark.parametrize("phrase, start, end", [
+    ("what did I say last May", datetime(2026, 5, 1), datetime(2026, 6, 1)),
+    ("in March 2025", datetime(2025, 3, 1), datetime(2025, 4, 1)),
+    ("yesterday", datetime(2026, 11, 19), datetime(2026, 11, 20)),
+    ("two weeks ago", datetime(2026, 11, 3), datetime(2026, 11, 10)),
+    ("last December", datetime(2025, 12, 1), datetime(2026, 1, 1)),
+    ("since June", datetime(2026, 6, 1), NOW.replace(tzinfo=None)),
+])
+def test_time_expressions(phrase: str, start: datetime, end: datetime) -> None:
+    span = parse_time_range(phrase, NOW)
+    assert span is not None
+    assert (span.start, span.end) == (start.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc))
+
+
+def test_no_time_expression_no_range() -> None:
+    assert parse_time_range("what may I cook with leeks", NOW) is None
+    assert parse_time_range("march the project forward", NOW) is None
