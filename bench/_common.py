@@ -1,0 +1,141 @@
+"""Shared plumbing of the benchmark scripts.
+
+Every benchmark starts its own embedded PostgreSQL (pgserver: PostgreSQL 18 +
+pgvector) in a fresh directory under /tmp with a short path (unix socket paths are
+limited to ~107 bytes), runs, and stops and deletes the server at the end, so a
+benchmark never touches a user's real memory and two benchmarks never share state.
+Server settings that need a restart (``shared_buffers``) are written with
+``ALTER SYSTEM`` and applied with ``pg_ctl restart``; the rest are set per session.
+
+The helpers here are deliberately small: timing (``Timer``, ``percentiles``), table
+printing (``print_table``) and JSON output (``write_json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+os.environ.pop("AGENTMEM_DATABASE_URL", None)
+os.environ.pop("DATABASE_URL", None)
+
+import psycopg  # noqa: E402
+from psycopg import sql  # noqa: E402
+
+from memory import MemoryManager, Settings  # noqa: E402
+from memory.embedded import start_server, stop_server  # noqa: E402
+
+
+@contextlib.contextmanager
+def embedded_server(conf: dict[str, str] | None = None, *, keep: bool = False) -> Iterator[str]:
+    """A throwaway embedded server; yields its URI. ``conf``: server settings (ALTER SYSTEM)."""
+    base = Path(tempfile.mkdtemp(prefix="amb", dir="/tmp"))
+    data_dir = base / "pg"
+    try:
+        uri = start_server(data_dir)
+        if conf:
+            with psycopg.connect(uri, autocommit=True) as conn:
+                for name, value in conf.items():
+                    conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+            _restart(data_dir)
+        yield uri
+    finally:
+        stop_server(data_dir)
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def _restart(data_dir: Path) -> None:
+    from pgserver._commands import pg_ctl
+
+    user = "pgserver" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
+    pg_ctl(["-w", "-l", str(data_dir / "log"), "restart"], pgdata=data_dir, user=user, timeout=120)
+
+
+def open_manager(uri: str, *, schema: str = "agent_memory", embedder: Any = None) -> MemoryManager:
+    """A MemoryManager on ``uri`` (MiniLM unless another embedder is given)."""
+    settings = Settings.from_env(database_url=uri, schema=schema, pool_max_size=4)
+    return MemoryManager.open(settings, embedder=embedder)
+
+
+def server_settings(conn: psycopg.Connection, names: Sequence[str]) -> dict[str, str]:
+    return {n: conn.execute("SELECT current_setting(%s)", (n,)).fetchone()[0] for n in names}
+
+
+def environment() -> dict[str, Any]:
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
+            "argv": " ".join(sys.argv)}
+
+
+# -- timing -------------------------------------------------------------------------
+class Timer:
+    """``with Timer() as t: ...`` then ``t.seconds``."""
+
+    def __enter__(self) -> "Timer":
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.start
+
+
+def percentiles(samples_s: Sequence[float]) -> dict[str, float]:
+    """p50 / p95 / mean of latencies given in seconds, returned in milliseconds."""
+    ms = sorted(s * 1000.0 for s in samples_s)
+    if not ms:
+        return {"p50_ms": float("nan"), "p95_ms": float("nan"), "mean_ms": float("nan"), "n": 0}
+    def pick(q: float) -> float:
+        return ms[min(len(ms) - 1, max(0, round(q * (len(ms) - 1))))]
+    return {"p50_ms": pick(0.50), "p95_ms": pick(0.95), "mean_ms": statistics.fmean(ms), "n": len(ms)}
+
+
+# -- output -------------------------------------------------------------------------
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:
+            return "-"
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[_fmt(v) for v in row] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    print(f"\n{title}")
+    print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(columns, widths))))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))))
+    sys.stdout.flush()
+
+
+def write_json(path: str | None, payload: dict[str, Any]) -> None:
+    if not path:
+        return
+    payload = dict(payload, environment=environment())
+    Path(path).write_text(json.dumps(payload, indent=2, default=str))
+    print(f"\nJSON written to {path}")
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--seed", type=int, default=7, help="random seed for generated data")
+    return parser
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)

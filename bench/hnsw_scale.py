@@ -1,0 +1,219 @@
+"""HNSW at scale: build time, query latency and recall@10 against exact search.
+
+Loads ``--rows`` synthetic 384-dimensional unit vectors (default 1,000,000) into a
+fresh embedded server with binary COPY, builds the same index agentmem's migrations
+build on every embedding column (``hnsw (embedding vector_cosine_ops)``, pgvector's
+defaults m=16, ef_construction=64, unless overridden), then runs ``--queries``
+queries at each ``--ef`` value and compares the top 10 with the exact top 10 (the
+same query with index scans disabled, i.e. a parallel sequential scan + top-N sort).
+
+Synthetic data is a two-level Gaussian mixture on the unit sphere (topics, then
+sub-topics, then per-row noise), not uniform noise: uniformly random vectors in 384
+dimensions have no near neighbours at all and say nothing about real embeddings.
+Queries are fresh draws from the same mixture (not rows of the table).
+
+    python bench/hnsw_scale.py                       # 1M rows (10-30 min on 2 cores)
+    python bench/hnsw_scale.py --rows 50000 --json /tmp/hnsw.json
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from pgvector.psycopg import register_vector
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (Timer, base_parser, embedded_server, log, percentiles, print_table,  # noqa: E402
+                     server_settings, write_json)
+
+DIM = 384
+K = 10
+
+
+class MixtureSampler:
+    """Unit vectors from topics -> sub-topics -> noise, reproducible from a seed."""
+
+    def __init__(self, seed: int, topics: int = 1000, subtopics: int = 20) -> None:
+        rng = np.random.default_rng(seed)
+        self.topics = _unit(rng.standard_normal((topics, DIM), dtype=np.float32))
+        self.sub = _unit(rng.standard_normal((topics, subtopics, DIM), dtype=np.float32))
+        self.n_topics, self.n_sub = topics, subtopics
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        t = rng.integers(0, self.n_topics, n)
+        s = rng.integers(0, self.n_sub, n)
+        noise = _unit(rng.standard_normal((n, DIM), dtype=np.float32))
+        return _unit(self.topics[t] + 0.7 * self.sub[t, s] + 0.6 * noise)
+
+
+def _unit(a: np.ndarray) -> np.ndarray:
+    return (a / np.linalg.norm(a, axis=-1, keepdims=True)).astype(np.float32)
+
+
+_ROW = np.dtype([("nfields", ">i2"), ("id_len", ">i4"), ("id", ">i8"), ("vec_len", ">i4"),
+                 ("dim", ">i2"), ("unused", ">i2"), ("vec", ">f4", (DIM,))])
+
+
+def copy_binary_chunk(start_id: int, vectors: np.ndarray) -> bytes:
+    """Rows (id bigint, embedding vector) in PostgreSQL's binary COPY tuple format."""
+    rows = np.empty(len(vectors), dtype=_ROW)
+    rows["nfields"] = 2
+    rows["id_len"] = 8
+    rows["id"] = np.arange(start_id, start_id + len(vectors))
+    rows["vec_len"] = 4 + 4 * DIM
+    rows["dim"] = DIM
+    rows["unused"] = 0
+    rows["vec"] = vectors
+    return rows.tobytes()
+
+
+def load(conn: psycopg.Connection, sampler: MixtureSampler, rows: int, seed: int, chunk: int = 50_000) -> float:
+    rng = np.random.default_rng(seed + 1)
+    conn.execute(sql.SQL("CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({}) NOT NULL)")
+                 .format(sql.Literal(DIM)))
+    with Timer() as t:
+        with conn.cursor().copy("COPY items (id, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.write(b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big"))
+            for start in range(0, rows, chunk):
+                n = min(chunk, rows - start)
+                copy.write(copy_binary_chunk(start + 1, sampler.sample(rng, n)))
+            copy.write((-1).to_bytes(2, "big", signed=True))
+        conn.commit()
+    return t.seconds
+
+
+def watch_progress(uri: str, stop: threading.Event, every_s: float = 60.0) -> None:
+    """Log pg_stat_progress_create_index while the index builds."""
+    with psycopg.connect(uri, autocommit=True) as conn:
+        while not stop.wait(every_s):
+            row = conn.execute(
+                "SELECT phase, tuples_done, tuples_total, blocks_done, blocks_total "
+                "FROM pg_stat_progress_create_index").fetchone()
+            if row:
+                log(f"  build: {row[0]}; tuples {row[1]:,}/{row[2]:,}; blocks {row[3]:,}/{row[4]:,}")
+
+
+def short_plan(lines: object) -> str:
+    """EXPLAIN text with the 384 numbers of the query vector elided."""
+    return re.sub(r"'\[[^\]]*\]'::vector", "'[query vector]'::vector", "\n".join(r[0] for r in lines))
+
+
+def set_guc(conn: psycopg.Connection, name: str, value: object) -> None:
+    conn.execute("SELECT set_config(%s, %s, false)", (name, str(value)))
+
+
+def top_ids(conn: psycopg.Connection, qvec: np.ndarray) -> tuple[list[int], float]:
+    t0 = time.perf_counter()
+    ids = [r[0] for r in conn.execute("SELECT id FROM items ORDER BY embedding <=> %s LIMIT %s", (qvec, K))]
+    return ids, time.perf_counter() - t0
+
+
+def main() -> None:
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--ef", default="40,100,200", help="comma-separated hnsw.ef_search values")
+    p.add_argument("--m", type=int, default=16)
+    p.add_argument("--ef-construction", type=int, default=64)
+    p.add_argument("--maintenance-work-mem", default="4GB")
+    p.add_argument("--parallel-workers", type=int, default=1, help="max_parallel_maintenance_workers")
+    p.add_argument("--shared-buffers", default="4GB")
+    args = p.parse_args()
+    efs = [int(x) for x in args.ef.split(",")]
+
+    conf = {"shared_buffers": args.shared_buffers, "max_wal_size": "8GB"}
+    sampler = MixtureSampler(args.seed)
+    qrng = np.random.default_rng(args.seed + 2)
+    queries = sampler.sample(qrng, args.queries)
+    result: dict = {"rows": args.rows, "dim": DIM, "queries": args.queries, "k": K,
+                    "data": "two-level Gaussian mixture on the unit sphere (1000 topics x 20 sub-topics + noise)"}
+    log(f"starting embedded server; {args.rows:,} rows x {DIM} dims")
+    with embedded_server(conf) as uri, psycopg.connect(uri) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(conn)
+        load_s = load(conn, sampler, args.rows, args.seed)
+        log(f"loaded in {load_s:.1f}s ({args.rows / load_s:,.0f} rows/s)")
+        conn.autocommit = True
+        conn.execute("VACUUM ANALYZE items")
+        set_guc(conn, "maintenance_work_mem", args.maintenance_work_mem)
+        set_guc(conn, "max_parallel_maintenance_workers", args.parallel_workers)
+        settings = server_settings(conn, ["server_version", "shared_buffers", "maintenance_work_mem",
+                                          "max_parallel_maintenance_workers", "max_parallel_workers_per_gather",
+                                          "work_mem", "max_wal_size"])
+        settings["pgvector"] = conn.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()[0]
+        log(f"settings: {settings}")
+        stop = threading.Event()
+        watcher = threading.Thread(target=watch_progress, args=(uri, stop), daemon=True)
+        watcher.start()
+        log(f"building HNSW (m={args.m}, ef_construction={args.ef_construction}) ...")
+        with Timer() as build:
+            conn.execute(sql.SQL(
+                "CREATE INDEX items_embedding ON items USING hnsw (embedding vector_cosine_ops) "
+                "WITH (m = {}, ef_construction = {})").format(sql.Literal(args.m), sql.Literal(args.ef_construction)))
+        stop.set()
+        log(f"built in {build.seconds:.1f}s")
+        sizes = conn.execute("SELECT pg_size_pretty(pg_relation_size('items')), "
+                             "pg_size_pretty(pg_relation_size('items_embedding'))").fetchone()
+
+        # Exact answers: the same query with index scans disabled.
+        set_guc(conn, "enable_indexscan", "off")
+        plan_exact = short_plan(conn.execute(
+            "EXPLAIN SELECT id FROM items ORDER BY embedding <=> %s LIMIT 10", (queries[0],)))
+        exact, exact_t = [], []
+        for q in queries:
+            ids, s = top_ids(conn, q)
+            exact.append(set(ids))
+            exact_t.append(s)
+        conn.execute("RESET enable_indexscan")
+        log(f"exact search done (p50 {percentiles(exact_t)['p50_ms']:.0f} ms)")
+
+        plan_hnsw = short_plan(conn.execute(
+            "EXPLAIN (ANALYZE, BUFFERS) SELECT id FROM items ORDER BY embedding <=> %s LIMIT 10", (queries[0],)))
+        # Warm the index into shared buffers so the first ef value is not penalised.
+        set_guc(conn, "hnsw.ef_search", max(efs))
+        for q in queries:
+            top_ids(conn, q)
+        rows = []
+        per_ef = []
+        for mode in ("off", "strict_order"):
+            set_guc(conn, "hnsw.iterative_scan", mode)
+            for ef in efs:
+                set_guc(conn, "hnsw.ef_search", ef)
+                lat, recall = [], []
+                for q, truth in zip(queries, exact):
+                    ids, s = top_ids(conn, q)
+                    lat.append(s)
+                    recall.append(len(truth & set(ids)) / K)
+                pct = percentiles(lat)
+                entry = {"ef_search": ef, "iterative_scan": mode, "recall_at_10": float(np.mean(recall)),
+                         "min_recall_at_10": float(np.min(recall)), **pct}
+                per_ef.append(entry)
+                rows.append([f"hnsw ef_search={ef} iterative={mode}", pct["p50_ms"], pct["p95_ms"],
+                             entry["recall_at_10"], entry["min_recall_at_10"]])
+        ex = percentiles(exact_t)
+        rows.append(["exact (enable_indexscan=off)", ex["p50_ms"], ex["p95_ms"], 1.0, 1.0])
+
+    print_table(f"HNSW build, {args.rows:,} rows x {DIM} dims", ["step", "seconds", "rows/s"],
+                [["load (binary COPY)", load_s, args.rows / load_s],
+                 [f"CREATE INDEX hnsw m={args.m} ef_construction={args.ef_construction}", build.seconds,
+                  args.rows / build.seconds]])
+    print(f"table {sizes[0]}, index {sizes[1]}; settings: {settings}")
+    print_table(f"Search, top {K}, {args.queries} queries", ["query", "p50 ms", "p95 ms", "recall@10", "min recall"],
+                rows)
+    print("\nPlan (HNSW):\n" + plan_hnsw)
+    print("\nPlan (exact):\n" + plan_exact)
+    result.update(load_s=load_s, build_s=build.seconds, table_size=sizes[0], index_size=sizes[1],
+                  m=args.m, ef_construction=args.ef_construction, settings=settings, search=per_ef,
+                  exact=ex, plan_hnsw=plan_hnsw, plan_exact=plan_exact)
+    write_json(args.json, result)
+
+
+if __name__ == "__main__":
+    main()

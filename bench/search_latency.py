@@ -1,0 +1,250 @@
+"""Knowledge search latency: MemoryManager vs langchain-postgres on the same rows.
+
+For each size in ``--sizes`` (default 10k and 100k rows of ``knowledge_memory``) it
+times, per query, and side by side in one run:
+
+* ``mm.read_knowledge(q, user, k)``, hybrid (vector + full text, fused);
+* ``mm.read_knowledge(q, user, k, hybrid=False)``, vector only;
+* ``mm.as_vectorstore("knowledge").similarity_search(q, k, filter={"user_id": user})``,
+  langchain-postgres ``PGVectorStore`` over the same table;
+
+and reports p50/p95, the ratio to PGVectorStore, and recall@k of the vector-only
+paths against exact search (the same filter with index scans disabled). Finally it
+prints EXPLAIN (ANALYZE) of the exact vector query ``read_knowledge`` sends
+(captured from the driver, not rewritten) to show the HNSW index is used.
+
+The rows. Embedding 100k texts with MiniLM takes many minutes on two cores, so rows
+are built from ``--base`` real sentences (harvested from installed docstrings, see
+``_corpus``) embedded once with MiniLM and cached: row i's content is two random
+base sentences joined, its vector the normalised sum of their two MiniLM vectors plus
+Gaussian noise (10 % of the norm), loaded with binary COPY into the real table (the
+HNSW index is dropped for the load and re-created with its own definition).
+Queries are real MiniLM embeddings of text: half are held-out sentences (never in a
+row), half are three-keyword queries drawn from base sentences. Query vectors are
+embedded once before timing (the embedding cache serves both sides equally); the
+cost of embedding one query is reported on its own line.
+
+    python bench/search_latency.py --json /tmp/search.json
+    python bench/search_latency.py --sizes 2000 --queries 20      # quick check
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpus  # noqa: E402
+from _common import (Timer, base_parser, embedded_server, log, open_manager, percentiles,  # noqa: E402
+                     print_table, write_json)
+
+from memory import MiniLMEmbedder  # noqa: E402
+
+USER = "bench-user-0"
+
+
+def make_rows(rng: np.random.Generator, base: list[str], vecs: np.ndarray, n: int, users: list[str],
+              start: int, noise: float) -> list[tuple[Any, ...]]:
+    a = rng.integers(0, len(base), n)
+    b = rng.integers(0, len(base), n)
+    v = vecs[a] + vecs[b]
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    g = rng.standard_normal(v.shape).astype(np.float32)
+    v = v + noise * norms * g / np.linalg.norm(g, axis=1, keepdims=True)
+    v = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    rows = []
+    for i in range(n):
+        content = f"{base[a[i]]} {base[b[i]]}"
+        rows.append((users[(start + i) % len(users)], content, f"bench/{start + i}", Jsonb({}),
+                     hashlib.sha256(content.encode()).hexdigest(), v[i]))
+    return rows
+
+
+def load_rows(conn: psycopg.Connection, rows: list[tuple[Any, ...]]) -> tuple[float, float]:
+    """COPY rows into knowledge_memory with the HNSW index dropped, then rebuild it."""
+    indexdef = conn.execute(
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = %s",
+        ("knowledge_memory_embedding",)).fetchone()[0]
+    conn.execute("DROP INDEX knowledge_memory_embedding")
+    with Timer() as load:
+        with conn.cursor().copy(
+            "COPY knowledge_memory (user_id, content, source, metadata, content_hash, embedding) "
+            "FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["text", "text", "text", "jsonb", "text", "vector"])
+            for row in rows:
+                copy.write_row(row)
+    conn.execute("SET maintenance_work_mem = '1GB'")
+    with Timer() as build:
+        conn.execute(indexdef)  # the index's own definition, read from the catalog
+    conn.execute("ANALYZE knowledge_memory")
+    return load.seconds, build.seconds
+
+
+def exact_ids(conn: psycopg.Connection, qvec: np.ndarray, k: int) -> list[Any]:
+    conn.execute("SET LOCAL enable_indexscan = off")
+    return [r[0] for r in conn.execute(
+        "SELECT id FROM knowledge_memory WHERE user_id = %s ORDER BY embedding <=> %s LIMIT %s", (USER, qvec, k))]
+
+
+class QueryCapture:
+    """Record the SQL psycopg sends while active (to EXPLAIN exactly what agentmem runs)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, Any]] = []
+
+    def __enter__(self) -> "QueryCapture":
+        self._orig = psycopg.Cursor.execute
+        capture = self
+
+        def spy(cur: psycopg.Cursor, query: Any, params: Any = None, **kw: Any) -> Any:
+            capture.seen.append((query, params))
+            return capture._orig(cur, query, params, **kw)
+
+        psycopg.Cursor.execute = spy  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        psycopg.Cursor.execute = self._orig  # type: ignore[method-assign]
+
+    def find(self, conn: psycopg.Connection, pattern: str) -> tuple[Any, Any]:
+        for query, params in self.seen:
+            text = query.as_string(conn) if isinstance(query, sql.Composable) else str(query)
+            if re.search(pattern, text):
+                return query, params
+        raise LookupError(pattern)
+
+
+def explain(mm: Any, query_text: str, pattern: str, *, hybrid: bool) -> str:
+    with QueryCapture() as cap:
+        mm.read_knowledge(query_text, USER, k=5, hybrid=hybrid)
+    with mm.db.connection() as conn:
+        query, params = cap.find(conn, pattern)
+        conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+        lines = [r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + query, params)]
+        conn.rollback()
+    return re.sub(r"'\[[^\]]*\]'::vector", "'[query vector]'::vector", "\n".join(lines))
+
+
+def main() -> None:
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="10000,100000", help="comma-separated row counts (ascending)")
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--base", type=int, default=4000, help="real sentences embedded with MiniLM")
+    p.add_argument("--users", type=int, default=1, help="spread rows over this many users (search is user 0's)")
+    p.add_argument("--noise", type=float, default=0.10)
+    args = p.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    rng = np.random.default_rng(args.seed)
+
+    log("loading MiniLM and the sentence corpus")
+    minilm = MiniLMEmbedder()
+    pool = _corpus.sentences(args.base + args.queries)
+    base, held_out = pool[:args.base], pool[args.base:]
+    with Timer() as t_embed:
+        vecs = _corpus.embed_cached(base, minilm, "base")
+    log(f"{len(base)} base sentences embedded (or read from cache) in {t_embed.seconds:.1f}s")
+    n_sent = args.queries // 2
+    queries = [("sentence", s) for s in held_out[:n_sent]]
+    queries += [("keywords", _corpus.keywords(base[i]))
+                for i in rng.choice(len(base), args.queries - n_sent, replace=False)]
+
+    one_query = []
+    for _, q in queries[:20]:
+        with Timer() as t:
+            minilm.embed([q])
+        one_query.append(t.seconds)
+
+    users = [USER] + [f"bench-user-{i}" for i in range(1, args.users)]
+    results: list[dict[str, Any]] = []
+    table: list[list[Any]] = []
+    plans: dict[str, str] = {}
+    loads: list[dict[str, Any]] = []
+    with embedded_server() as uri:
+        mm = open_manager(uri, embedder=minilm)
+        store = mm.as_vectorstore("knowledge")
+        mm.embeddings.embed([q for _, q in queries])  # query vectors once; both sides hit this cache
+        qvecs = [mm.embeddings.embed_one(q) for _, q in queries]
+        loaded = 0
+        for size in sizes:
+            rows = make_rows(rng, base, vecs, size - loaded, users, loaded, args.noise)
+            with mm.db.connection() as conn:
+                load_s, build_s = load_rows(conn, rows)
+            loaded = size
+            user_rows = -(-size // len(users))
+            log(f"{size:,} rows loaded in {load_s:.1f}s, HNSW rebuilt in {build_s:.1f}s")
+            loads.append({"rows": size, "copy_s": load_s, "hnsw_build_s": build_s})
+
+            methods: dict[str, Callable[[str], list[Any]]] = {
+                "mm.read_knowledge hybrid": lambda q: [h.id for h in mm.read_knowledge(q, USER, k=args.k)],
+                "mm.read_knowledge vector-only":
+                    lambda q: [h.id for h in mm.read_knowledge(q, USER, k=args.k, hybrid=False)],
+                "PGVectorStore.similarity_search":
+                    lambda q: [d.id for d in store.similarity_search(q, k=args.k, filter={"user_id": USER})],
+            }
+            with mm.db.connection() as conn:
+                truth = [{str(i) for i in exact_ids(conn, v, args.k)} for v in qvecs]
+            for fn in methods.values():  # warm-up: index pages and plans cached
+                for _, q in queries[:20]:
+                    fn(q)
+            lat: dict[str, list[float]] = {m: [] for m in methods}
+            lat_kind: dict[tuple[str, str], list[float]] = {}
+            recall: dict[str, list[float]] = {m: [] for m in methods}
+            for (kind, q), exact in zip(queries, truth):
+                for name, fn in methods.items():  # interleaved, so CPU noise hits every side alike
+                    t0 = time.perf_counter()
+                    ids = fn(q)
+                    dt = time.perf_counter() - t0
+                    lat[name].append(dt)
+                    lat_kind.setdefault((name, kind), []).append(dt)
+                    recall[name].append(len(exact & {str(i) for i in ids}) / args.k)
+            ref = percentiles(lat["PGVectorStore.similarity_search"])
+            for name in methods:
+                pct = percentiles(lat[name])
+                by_kind = {kind: percentiles(lat_kind[(name, kind)]) for kind in ("sentence", "keywords")}
+                entry = {"rows": size, "user_rows": user_rows, "method": name, **pct,
+                         "p50_ratio_to_pgvectorstore": pct["p50_ms"] / ref["p50_ms"],
+                         "p95_ratio_to_pgvectorstore": pct["p95_ms"] / ref["p95_ms"],
+                         "recall_at_k_vs_exact": float(np.mean(recall[name])), "by_query_kind": by_kind}
+                results.append(entry)
+                table.append([f"{size:,}", name, pct["p50_ms"], pct["p95_ms"], by_kind["sentence"]["p50_ms"],
+                              by_kind["keywords"]["p50_ms"], entry["p50_ratio_to_pgvectorstore"],
+                              entry["p95_ratio_to_pgvectorstore"],
+                              entry["recall_at_k_vs_exact"] if "hybrid" not in name else "-"])
+        plans["vector (read_knowledge)"] = explain(mm, queries[0][1], r"ORDER BY .*embedding.* <=>", hybrid=False)
+        kw_q = next(q for kind, q in queries if kind == "keywords")
+        plans["keyword (read_knowledge hybrid)"] = explain(mm, kw_q, r"websearch_to_tsquery", hybrid=True)
+        store_sql_note = "PGVectorStore sends: SELECT id, content, embedding, <metadata cols> ... " \
+                         "WHERE user_id = :p ORDER BY embedding <=> :query_embedding LIMIT :k"
+        mm.close()
+
+    one = percentiles(one_query)
+    print_table(f"Knowledge search, top {args.k}, {args.queries} queries ({n_sent} sentences, "
+                f"{args.queries - n_sent} keyword), users={args.users}",
+                ["rows", "method", "p50 ms", "p95 ms", "p50 sent.", "p50 kw", "p50 ratio", "p95 ratio",
+                 f"recall@{args.k}"], table)
+    print(f"(ratio = method / PGVectorStore.similarity_search; embedding one query with MiniLM, not included "
+          f"above: p50 {one['p50_ms']:.1f} ms, p95 {one['p95_ms']:.1f} ms)")
+    print_table("Loading", ["rows", "COPY s", "HNSW build s"],
+                [[f"{x['rows']:,}", x["copy_s"], x["hnsw_build_s"]] for x in loads])
+    for title, plan in plans.items():
+        print(f"\nEXPLAIN ANALYZE, {title} query at {sizes[-1]:,} rows "
+              f"(hnsw.iterative_scan = strict_order, as agentmem sets it):\n{plan}")
+    print("\n" + store_sql_note)
+    write_json(args.json, {"sizes": sizes, "k": args.k, "queries": args.queries, "users": args.users,
+                           "base_sentences": len(base), "noise": args.noise, "results": results, "loads": loads,
+                           "embed_one_query": one, "plans": plans})
+
+
+if __name__ == "__main__":
+    main()
