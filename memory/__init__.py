@@ -6,6 +6,11 @@ from .embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
 from .errors import (AgentMemError, ConfigurationError, DatabaseUnavailableError, DimensionMismatchError,
                      EmbeddingError, InvalidInputError, LLMError, MigrationError, NotFoundError,
                      VectorExtensionMissingError)
+from .corrections import Correction
+from .errors import FactCategoryError, FactRejectedError, FactTooLongError, TooManyFactsError
+from .fact_tools import ToolError, fact_tools
+from .facts import Remembered
+from .isolation import AppRole, create_app_role
 from .manager import MemoryManager
 from .models import Entity, Fact, KnowledgeItem, Message, Summary, ToolLogEntry, Workflow
 from .settings import Settings
@@ -15,4 +20,6 @@ __all__ = [
     "Embedder", "EmbeddingError", "EmbeddingService", "Entity", "Fact", "HashEmbedder", "InvalidInputError",
     "KnowledgeItem", "LLMError", "MemoryManager", "Message", "MigrationError", "MiniLMEmbedder", "NewMessage",
     "NotFoundError", "Settings", "Summary", "ToolLogEntry", "VectorExtensionMissingError", "Workflow", "connect",
+    "AppRole", "Correction", "FactCategoryError", "FactRejectedError", "FactTooLongError", "Remembered",
+    "ToolError", "TooManyFactsError", "create_app_role", "fact_tools",
 ]

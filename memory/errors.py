@@ -36,6 +36,37 @@ class InvalidInputError(AgentMemError, ValueError):
     """An argument was rejected before anything was written (wrong type, NUL byte, too large...)."""
 
 
+class FactRejectedError(InvalidInputError):
+    """A fact call broke a rule the model can fix: ``code`` names the rule, ``hint`` says how."""
+
+    code = "fact_rejected"
+
+    def __init__(self, detail: str, *, hint: str, code: str | None = None) -> None:
+        super().__init__(f"{detail}: {hint}")
+        self.detail = detail
+        self.hint = hint
+        if code is not None:
+            self.code = code
+
+
+class FactTooLongError(FactRejectedError):
+    """The fact is longer than ``fact_max_chars``."""
+
+    code = "fact_too_long"
+
+
+class TooManyFactsError(FactRejectedError):
+    """The user already has ``max_active_facts`` active facts."""
+
+    code = "too_many_facts"
+
+
+class FactCategoryError(FactRejectedError):
+    """The category is not preference, constraint or stable_fact."""
+
+    code = "invalid_category"
+
+
 class NotFoundError(AgentMemError, LookupError):
     """No row with that id exists for this user (another user's rows count as not found)."""
 

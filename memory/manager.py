@@ -13,12 +13,14 @@ from typing import Any
 
 from .consolidation import ConsolidationMixin
 from .conversation import ConversationMixin
+from .corrections import CorrectionMixin
 from .db import Database, connect
 from .embeddings import Embedder, EmbeddingService, MiniLMEmbedder
 from .entities import EntityMixin
-from .formatting import (format_conversation, format_entities, format_knowledge, format_summaries,
+from .formatting import (format_conversation, format_entities, format_facts, format_knowledge, format_summaries,
                          format_workflows)
 from .knowledge import KnowledgeMixin
+from .retention import RetentionMixin
 from .settings import Settings
 from .search import SearchMixin
 from .summaries import SummaryMixin
@@ -27,7 +29,7 @@ from .workflows import WorkflowMixin
 
 
 class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixin, SummaryMixin, ToolLogMixin,
-                    SearchMixin, ConsolidationMixin):
+                    SearchMixin, ConsolidationMixin, CorrectionMixin, RetentionMixin):
     """Read and write every memory type for many users over one pool."""
 
     def __init__(self, db: Database, embeddings: EmbeddingService, settings: Settings | None = None) -> None:
@@ -69,6 +71,7 @@ class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixi
     def build_context(self, query: str, user_id: str, thread_id: str, *, k: int = 3) -> str:
         """A plain context from every memory type (the agent loop uses ``ContextBuilder``)."""
         sections = [
+            format_facts(self.read_facts(user_id)),
             format_summaries(self.read_summaries(user_id, thread_id)),
             format_workflows(self.read_workflows(query, user_id, k=k)),
             format_entities(self.read_entities(user_id, query, k=k)),

@@ -59,6 +59,11 @@ class Settings:
     # Durable facts.
     fact_max_chars: int = 180
     max_active_facts: int = 20
+    # Cosine similarity to the closest active fact (see memory.fact_rules): at or above
+    # ``fact_related_similarity`` a new fact may restate or contradict it, at or above
+    # ``fact_duplicate_similarity`` it is a near-duplicate unless a value differs.
+    fact_related_similarity: float = 0.55
+    fact_duplicate_similarity: float = 0.90
 
     # Retention (days; 0 means keep forever), per table.
     retention_days: dict[str, int] = field(default_factory=lambda: {

@@ -1,0 +1,145 @@
+"""Retention: expiring rows, and forgetting a user completely.
+
+Both work from the catalog, not from a list of tables in code, so a table added by
+a later migration is covered without anyone remembering to add it here.
+
+``purge_expired`` deletes, in every table with an ``expires_at`` column, the rows
+whose ``expires_at`` has passed, and, for tables given a retention period in
+``Settings.retention_days`` (days; 0 keeps forever), the rows older than that by
+their ``created_at`` (``last_seen`` for entities). A row still referenced through a
+foreign key that would otherwise be nulled (a summary its messages point to) is kept
+until its referrers go, so purging summaries never puts summarized messages back
+into a working set. Purge runs as the schema owner: it spans users.
+
+``forget_user`` deletes every row of one user in every base table with a
+``user_id`` column, referencing tables first, in one transaction, and returns the
+count per table. The vectors and generated search columns live in those rows, so
+they go with them. Rows in embedding caches of running processes are not rows;
+they hold vectors keyed by text hashes and age out of the LRU.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ._store import StoreBase
+from .db import Database
+from .errors import ConfigurationError
+from .isolation import user_tables
+from .settings import Settings
+from .validation import check_id
+
+#: Columns that date a row for age-based retention, in order of preference.
+AGE_COLUMNS = ("created_at", "last_seen", "valid_from")
+
+_FKS = """
+SELECT child.relname, parent.relname, c.confdeltype,
+       (SELECT attname FROM pg_attribute WHERE attrelid = c.conrelid AND attnum = c.conkey[1]),
+       (SELECT attname FROM pg_attribute WHERE attrelid = c.confrelid AND attnum = c.confkey[1]),
+       cardinality(c.conkey)
+FROM pg_constraint c
+JOIN pg_class child ON child.oid = c.conrelid
+JOIN pg_class parent ON parent.oid = c.confrelid
+WHERE c.contype = 'f' AND c.connamespace = %s::regnamespace
+"""
+
+
+def _foreign_keys(conn: psycopg.Connection, schema: str) -> list[tuple[str, str, str, str, str, int]]:
+    return [tuple(r) for r in conn.execute(_FKS, (schema,))]  # type: ignore[misc]
+
+
+def referencing_first(tables: list[str], fks: list[tuple[str, str, str, str, str, int]]) -> list[str]:
+    """``tables`` ordered so a table comes before the tables it references (cycles: by name)."""
+    refs = {t: {p for c, p, *_ in fks if c == t and p != t and p in tables} for t in tables}
+    ordered: list[str] = []
+    remaining = sorted(tables)
+    while remaining:
+        # A table goes next when nothing still remaining references it.
+        ready = [t for t in remaining if not any(t in refs[o] for o in remaining if o != t)] or remaining[:1]
+        ordered.append(ready[0])
+        remaining.remove(ready[0])
+    return ordered
+
+
+def _columns(conn: psycopg.Connection, schema: str) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for table, column in conn.execute(
+            "SELECT c.relname, a.attname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
+            " WHERE c.relnamespace = %s::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition"
+            " AND a.attnum > 0 AND NOT a.attisdropped", (schema,)):
+        out.setdefault(table, set()).add(column)
+    return out
+
+
+def purge_expired(db: Database, settings: Settings, *, now: datetime | None = None) -> dict[str, int]:
+    """Delete expired rows in every table; returns rows deleted per table (zeros included)."""
+    with db.connection() as conn:
+        at = now or conn.execute("SELECT clock_timestamp()").fetchone()[0]  # type: ignore[index]
+        columns = _columns(conn, db.schema)
+        fks = _foreign_keys(conn, db.schema)
+        for table, days in settings.retention_days.items():
+            if table not in columns:
+                raise ConfigurationError(f"retention_days names {table!r}, which is not a table of {db.schema}")
+            if days and not any(c in columns[table] for c in AGE_COLUMNS):
+                raise ConfigurationError(f"retention_days: {table!r} has no column dating its rows")
+        candidates = [t for t, cols in columns.items()
+                      if "expires_at" in cols or settings.retention_days.get(t, 0) > 0]
+        counts: dict[str, int] = {}
+        for table in referencing_first(candidates, fks):
+            conds = []
+            params: list[Any] = []
+            if "expires_at" in columns[table]:
+                conds.append(sql.SQL("t.expires_at <= %s"))
+                params.append(at)
+            days = settings.retention_days.get(table, 0)
+            if days > 0:
+                age = next(c for c in AGE_COLUMNS if c in columns[table])
+                conds.append(sql.SQL("t.{} < %s - %s * interval '1 day'").format(sql.Identifier(age)))
+                params += [at, days]
+            keep = [
+                sql.SQL(" AND NOT EXISTS (SELECT 1 FROM {child} r WHERE r.{ccol} = t.{pcol})").format(
+                    child=sql.Identifier(child), ccol=sql.Identifier(ccol), pcol=sql.Identifier(pcol))
+                for child, parent, deltype, ccol, pcol, width in fks
+                if parent == table and child != table and deltype != "c" and width == 1
+            ]
+            stmt = sql.SQL("DELETE FROM {} t WHERE ({}){}").format(
+                sql.Identifier(table), sql.SQL(" OR ").join(conds), sql.SQL("").join(keep))
+            counts[table] = conn.execute(stmt, params).rowcount
+    return counts
+
+
+def forget_user(db: Database, user_id: str) -> dict[str, int]:
+    """Delete every row of ``user_id`` in every table with a user_id column; counts per table."""
+    uid = check_id(user_id, "user_id", max_chars=10_000)
+    with db.connection(uid) as conn:
+        tables = referencing_first(user_tables(conn, db.schema), _foreign_keys(conn, db.schema))
+        counts = dict.fromkeys(tables, 0)
+        # Two passes: a trigger fired by the first (e.g. a search side table refreshed
+        # on delete) cannot leave a row of this user behind.
+        for _ in range(2):
+            for table in tables:
+                counts[table] += conn.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s").format(
+                    sql.Identifier(table)), (uid,)).rowcount
+    return counts
+
+
+def rows_of_user(conn: psycopg.Connection, schema: str, user_id: str) -> dict[str, int]:
+    """Rows of ``user_id`` per table with a user_id column (catalog-driven; for checks and status)."""
+    return {table: conn.execute(sql.SQL("SELECT count(*) FROM {}.{} WHERE user_id = %s").format(
+        sql.Identifier(schema), sql.Identifier(table)), (user_id,)).fetchone()[0]  # type: ignore[index]
+        for table in user_tables(conn, schema)}
+
+
+class RetentionMixin(StoreBase):
+    def purge_expired(self, *, now: datetime | None = None) -> dict[str, int]:
+        """Delete expired rows (``expires_at`` and ``Settings.retention_days``); counts per table."""
+        return purge_expired(self.db, self.settings, now=now)
+
+    def forget_user(self, user_id: str) -> dict[str, int]:
+        """Delete every row of this user in every table, in one transaction; counts per table."""
+        return forget_user(self.db, self._uid(user_id))
+
