@@ -31,6 +31,7 @@ def ensure_runtime_dir() -> None:
 
 def start_server(data_dir: Path, *, delete_on_exit: bool = False) -> str:
     """Start (or join) the embedded server whose data lives in ``data_dir``; return its URI."""
+    ensure_runtime_dir()  # before pgserver is imported: it reads the variable at import
     try:
         import pgserver
     except ImportError as exc:  # pragma: no cover - a declared dependency
@@ -40,9 +41,6 @@ def start_server(data_dir: Path, *, delete_on_exit: bool = False) -> str:
         ) from exc
     data_dir = Path(data_dir).expanduser()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    # Unix socket paths are limited to ~107 bytes; pgserver falls back to a runtime dir
-    # when the data dir is too deep, but a short path keeps things predictable.
-    ensure_runtime_dir()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

