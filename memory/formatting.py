@@ -46,32 +46,46 @@ def format_conversation(messages: Sequence[Message]) -> str:
     return _section(CONVERSATION, (format_message(m) for m in messages), "(no messages yet)")
 
 
+def summary_line(s: Summary) -> str:
+    return s.reference
+
+
+def knowledge_line(k: KnowledgeItem) -> str:
+    return f"- {k.content}" + (f" (source: {k.source})" if k.source else "")
+
+
+def workflow_line(w: Workflow) -> str:
+    steps = "; ".join(f"{i}. {s if isinstance(s, str) else json.dumps(s, ensure_ascii=False)}"
+                      for i, s in enumerate(w.steps, 1))
+    return f"- {w.name}: {w.description} Steps: {steps}"
+
+
+def entity_line(e: Entity) -> str:
+    return f"- {e.name} ({e.entity_type})" + (f": {e.description}" if e.description else "")
+
+
+def fact_line(f: Fact) -> str:
+    return f"- [{f.category}] {f.content} (since {f.valid_from:%Y-%m-%d})"
+
+
 def format_summaries(summaries: Sequence[Summary]) -> str:
-    return _section(SUMMARIES, (s.reference for s in summaries), "(no summaries)")
+    return _section(SUMMARIES, map(summary_line, summaries), "(no summaries)")
 
 
 def format_knowledge(items: Sequence[KnowledgeItem]) -> str:
-    lines = [f"- {k.content}" + (f" (source: {k.source})" if k.source else "") for k in items]
-    return _section(KNOWLEDGE, lines, "(nothing relevant)")
+    return _section(KNOWLEDGE, map(knowledge_line, items), "(nothing relevant)")
 
 
 def format_workflows(workflows: Sequence[Workflow]) -> str:
-    lines = []
-    for w in workflows:
-        steps = "; ".join(f"{i}. {s if isinstance(s, str) else json.dumps(s, ensure_ascii=False)}"
-                          for i, s in enumerate(w.steps, 1))
-        lines.append(f"- {w.name}: {w.description} Steps: {steps}")
-    return _section(WORKFLOWS, lines, "(no matching workflow)")
+    return _section(WORKFLOWS, map(workflow_line, workflows), "(no matching workflow)")
 
 
 def format_entities(entities: Sequence[Entity]) -> str:
-    lines = [f"- {e.name} ({e.entity_type})" + (f": {e.description}" if e.description else "")
-             for e in entities]
-    return _section(ENTITIES, lines, "(none)")
+    return _section(ENTITIES, map(entity_line, entities), "(none)")
 
 
 def format_facts(facts: Sequence[Fact]) -> str:
-    lines = [f"- [{f.category}] {f.content} (since {f.valid_from:%Y-%m-%d})" for f in facts]
+    lines = [fact_line(f) for f in facts]
     body = "\n".join([FACTS_RULE, *lines]) if lines else "(none recorded)"
     return f"{FACTS}\n{body}"
 
