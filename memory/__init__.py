@@ -7,7 +7,7 @@ from .errors import (AgentMemError, ConfigurationError, DatabaseUnavailableError
                      EmbeddingError, InvalidInputError, LLMError, MigrationError, NotFoundError,
                      VectorExtensionMissingError)
 from .corrections import Correction
-from .errors import FactCategoryError, FactRejectedError, FactTooLongError, TooManyFactsError
+from .errors import AccessDeniedError, FactCategoryError, FactRejectedError, FactTooLongError, TooManyFactsError
 from .fact_tools import ToolError, fact_tools
 from .facts import Remembered
 from .isolation import AppRole, create_app_role
@@ -20,6 +20,6 @@ __all__ = [
     "Embedder", "EmbeddingError", "EmbeddingService", "Entity", "Fact", "HashEmbedder", "InvalidInputError",
     "KnowledgeItem", "LLMError", "MemoryManager", "Message", "MigrationError", "MiniLMEmbedder", "NewMessage",
     "NotFoundError", "Settings", "Summary", "ToolLogEntry", "VectorExtensionMissingError", "Workflow", "connect",
-    "AppRole", "Correction", "FactCategoryError", "FactRejectedError", "FactTooLongError", "Remembered",
+    "AccessDeniedError", "AppRole", "Correction", "FactCategoryError", "FactRejectedError", "FactTooLongError", "Remembered",
     "ToolError", "TooManyFactsError", "create_app_role", "fact_tools",
 ]

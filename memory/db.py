@@ -21,7 +21,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import embedded, migrations
-from .errors import DatabaseUnavailableError
+from .errors import AccessDeniedError, DatabaseUnavailableError
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,8 @@ def _user_transaction(pool: ConnectionPool, user_id: str) -> Iterator[psycopg.Co
             yield conn
     except PoolTimeout as exc:  # pragma: no cover - depends on load
         raise DatabaseUnavailableError(f"no database connection available: {exc}") from exc
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise AccessDeniedError(f"the database refused this for user {user_id[:60]!r}: {exc}".strip()) from exc
 
 
 def resolve_conninfo(settings: Settings) -> tuple[str, bool]:

@@ -67,6 +67,10 @@ class FactCategoryError(FactRejectedError):
     code = "invalid_category"
 
 
+class AccessDeniedError(AgentMemError, PermissionError):
+    """The database refused the write: row-level security or a missing grant (see memory.isolation)."""
+
+
 class NotFoundError(AgentMemError, LookupError):
     """No row with that id exists for this user (another user's rows count as not found)."""
 

@@ -1,0 +1,223 @@
+"""Tenant isolation: every public read API, and raw SQL under row-level security.
+
+Alice's data carries a unique marker; Bob reads through every API (as the owner, and
+as the non-owner app role where row-level security applies) and must never see it.
+Every check is also run for Alice, so a read that returns nothing for everyone
+cannot pass for isolation.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Callable
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from memory import AccessDeniedError, ConfigurationError, HashEmbedder, MemoryManager, NotFoundError, create_app_role
+from memory.isolation import row_security_status, user_tables
+
+APP_ROLE = "agentmem_app_test"
+
+
+@pytest.fixture(scope="module")
+def app_role(pg_uri, session_mm):
+    return create_app_role(pg_uri, APP_ROLE, "app-secret-1", schema=session_mm.db.schema)
+
+
+@pytest.fixture(scope="module")
+def app_mm(settings, app_role):
+    mm = MemoryManager.open(settings, embedder=HashEmbedder(), conninfo=app_role.conninfo)
+    yield mm
+    mm.close()
+
+
+@pytest.fixture
+def app_sql(app_role, session_mm):
+    """A raw connection as the app role (not autocommit: each test's writes are rolled back)."""
+    with psycopg.connect(app_role.conninfo) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(session_mm.db.schema)))
+        conn.commit()
+        yield conn
+        conn.rollback()
+
+
+def populate(mm: MemoryManager, user: str, thread: str, marker: str) -> dict[str, Any]:
+    """One row of every kind for ``user``, each carrying ``marker``."""
+    msgs = mm.write_messages(user, thread, [
+        {"role": "user", "content": f"{marker} please look up my order"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "lookup", "args": {"q": marker}}]},
+        {"role": "tool", "content": f"order {marker} shipped", "tool_call_id": "c1", "tool_name": "lookup"},
+        {"role": "assistant", "content": f"Your order {marker} has shipped."},
+        {"role": "user", "content": f"thanks {marker}"},
+    ])
+    consolidated = mm.summarize_conversation(thread, user, keep_recent=1)
+    assert consolidated.summary is not None
+    return {
+        "messages": msgs,
+        "summary_id": consolidated.summary.summary_id,
+        "knowledge": mm.write_knowledge(user, f"{marker} warranty lasts two years", source=marker),
+        "workflow": mm.write_workflow(user, f"{marker} refund", f"refund flow {marker}", ["check", marker]),
+        "entity": mm.write_entity(user, f"{marker} Corp", "organization", f"vendor {marker}"),
+        "tool_log": mm.write_tool_log(user, "lookup", {"q": marker}, f"order {marker}", thread_id=thread),
+        "fact": mm.remember(user, "stable_fact", f"User's order code is {marker}").fact,
+        "extra_summary": mm.write_summary(user, thread, f"{marker} notes", f"notes {marker}"),
+    }
+
+
+def read_everything(mm: MemoryManager, user: str, thread: str, ids: dict[str, Any], marker: str) -> dict[str, Any]:
+    """Every public read API, with Alice's ids; NotFoundError recorded as such."""
+    sid = ids["summary_id"]
+    calls: dict[str, Callable[[], Any]] = {
+        "read_conversational_memory": lambda: mm.read_conversational_memory(thread, user),
+        "read_thread": lambda: mm.read_thread(thread, user),
+        "list_threads": lambda: mm.list_threads(user),
+        "read_knowledge": lambda: mm.read_knowledge(marker, user),
+        "read_workflows": lambda: mm.read_workflows(marker, user),
+        "read_entities": lambda: mm.read_entities(user),
+        "read_entities_query": lambda: mm.read_entities(user, marker),
+        "read_summaries": lambda: mm.read_summaries(user),
+        "read_summary_memory": lambda: mm.read_summary_memory(marker, user),
+        "summary_references": lambda: mm.summary_references(user),
+        "read_summary_by_id": lambda: mm.read_summary_by_id(sid, user),
+        "read_conversations_by_summary_id": lambda: mm.read_conversations_by_summary_id(sid, user),
+        "expand_summary": lambda: mm.expand_summary(sid, user),
+        "read_tool_log": lambda: mm.read_tool_log(user),
+        "read_tool_log_entry": lambda: mm.read_tool_log_entry(ids["tool_log"].id, user),
+        "read_facts": lambda: mm.read_facts(user),
+        "recall": lambda: mm.recall(user),
+        "recall_query": lambda: mm.recall(user, marker),
+        "recall_history": lambda: mm.recall(user, include_history=True),
+        "fact_history": lambda: mm.fact_history(ids["fact"].id, user),
+        "search_memory": lambda: mm.search_memory(marker, user),
+        "build_context": lambda: mm.build_context(marker, user, thread),
+    }
+    out: dict[str, Any] = {}
+    for name, call in calls.items():
+        try:
+            out[name] = call()
+        except NotFoundError:
+            out[name] = NotFoundError
+    return out
+
+
+@pytest.mark.parametrize("through", ["owner", "app_role"])
+def test_no_public_read_api_crosses_users(through, mm, request, thread):
+    reader = mm if through == "owner" else request.getfixturevalue("app_mm")
+    alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
+    marker = f"zq{uuid.uuid4().hex[:10]}"
+    ids = populate(reader, alice, thread, marker)
+    populate(reader, bob, thread, f"zq{uuid.uuid4().hex[:10]}")  # same thread id, other user
+    seen_by_alice = read_everything(reader, alice, thread, ids, marker)
+    seen_by_bob = read_everything(reader, bob, thread, ids, marker)
+    for name, result in seen_by_alice.items():
+        assert result is not NotFoundError and (marker in repr(result) or alice in repr(result)), \
+            f"{name} shows Alice nothing of hers"
+    for name, result in seen_by_bob.items():
+        assert result is NotFoundError or (marker not in repr(result) and alice not in repr(result)), \
+            f"{name} leaks Alice's rows to Bob"
+    for name in ("read_summary_by_id", "expand_summary", "read_tool_log_entry", "fact_history"):
+        assert seen_by_bob[name] is NotFoundError
+    # Writes keyed by another user's ids are not found either.
+    with pytest.raises(NotFoundError):
+        reader.forget(ids["fact"].id, bob)
+    with pytest.raises(NotFoundError):
+        reader.record_workflow_use(ids["workflow"].id, bob)
+
+
+def test_every_user_table_is_under_row_level_security(sql_conn, mm, app_role):
+    tables = user_tables(sql_conn, mm.db.schema)
+    assert {"conversational_memory", "summary_memory", "fact_memory", "tool_log", "workflow_memory"} <= set(tables)
+    status = row_security_status(sql_conn, mm.db.schema)
+    assert set(status) == set(tables)
+    for table, info in status.items():
+        assert info["enabled"] and info["policies"], table
+    assert sorted(app_role.user_tables) == sorted(tables)
+    role = sql_conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+    assert role == (False, False)
+    owned = sql_conn.execute("SELECT count(*) FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner"
+                             " WHERE r.rolname = %s", (APP_ROLE,)).fetchone()[0]
+    assert owned == 0
+
+
+def test_raw_sql_as_app_role_sees_only_the_user_in_the_setting(mm, app_sql, thread):
+    alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
+    populate(mm, alice, thread, f"zq{uuid.uuid4().hex[:8]}")
+    populate(mm, bob, thread, f"zq{uuid.uuid4().hex[:8]}")
+    tables = user_tables(app_sql, mm.db.schema)
+    # No setting: nothing of anyone's (shared workflows aside).
+    for table in tables:
+        rows = app_sql.execute(sql.SQL("SELECT user_id FROM {}").format(sql.Identifier(table))).fetchall()
+        assert all(r[0] is None for r in rows), table
+    app_sql.execute("SELECT set_config('agentmem.user_id', %s, false)", (bob,))
+    seen_tables = 0
+    for table in tables:
+        with app_sql.cursor(row_factory=psycopg.rows.dict_row) as cur:
+            users = {r["user_id"] for r in cur.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(table)))}
+        assert users <= {bob, None}, table
+        seen_tables += bob in users
+        # Even SELECT * with a WHERE naming Alice finds nothing.
+        star = app_sql.execute(sql.SQL("SELECT * FROM {} WHERE user_id = %s").format(sql.Identifier(table)),
+                               (alice,)).fetchall()
+        assert star == [], table
+        assert app_sql.execute(sql.SQL("UPDATE {} SET user_id = user_id WHERE user_id = %s").format(
+            sql.Identifier(table)), (alice,)).rowcount == 0
+        assert app_sql.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s").format(
+            sql.Identifier(table)), (alice,)).rowcount == 0
+    assert seen_tables >= 7  # Bob sees his own rows: the policies do not just hide everything
+    app_sql.rollback()
+
+
+@pytest.mark.parametrize("statement", [
+    "INSERT INTO knowledge_memory (user_id, content) VALUES (%(other)s, 'planted')",
+    "INSERT INTO fact_memory (user_id, category, content) VALUES (%(other)s, 'preference', 'planted')",
+    "INSERT INTO conversational_memory (user_id, thread_id, role, content) VALUES (%(other)s, 't', 'user', 'x')",
+    "INSERT INTO tool_log (user_id, tool_name, status) VALUES (%(other)s, 'x', 'ok')",
+    "INSERT INTO summary_memory (user_id, description, content) VALUES (%(other)s, 'x', 'y')",
+    "INSERT INTO workflow_memory (user_id, name, description) VALUES (NULL, 'shared', 'planted')",
+    "UPDATE knowledge_memory SET user_id = %(other)s WHERE user_id = %(me)s",
+])
+def test_app_role_cannot_write_rows_of_another_user(mm, app_sql, user, statement):
+    mm.write_knowledge(user, "mine")
+    app_sql.execute("SELECT set_config('agentmem.user_id', %s, false)", (user,))
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app_sql.execute(statement, {"other": f"victim-{uuid.uuid4().hex[:6]}", "me": user})
+
+
+def test_app_role_cannot_turn_security_off(app_sql):
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app_sql.execute("ALTER TABLE fact_memory DISABLE ROW LEVEL SECURITY")
+    app_sql.rollback()
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app_sql.execute("DROP POLICY agentmem_own_rows ON fact_memory")
+
+
+def test_setting_does_not_outlive_the_transaction(app_mm, user):
+    app_mm.remember(user, "preference", "User likes quiet carriages")
+    assert len(app_mm.read_facts(user)) == 1
+    for _ in range(app_mm.settings.pool_max_size):  # whichever pooled connection comes back
+        with app_mm.db.connection() as conn:
+            assert conn.execute("SELECT count(*) FROM fact_memory").fetchone()[0] == 0
+            assert conn.execute("SELECT current_setting('agentmem.user_id', true)").fetchone()[0] in (None, "")
+
+
+def test_shared_workflows_are_read_by_all_but_published_by_the_owner(mm, app_mm, user):
+    name = f"shared-{uuid.uuid4().hex[:8]}"
+    shared = mm.write_workflow("admin", name, "reset a password", ["open settings", "reset"], shared=True)
+    assert shared.user_id is None
+    assert name in [w.name for w in app_mm.read_workflows("reset a password", user, k=10)]
+    app_mm.record_workflow_use(shared.id, user)  # counting use of a shared workflow is allowed
+    with pytest.raises(AccessDeniedError):
+        app_mm.write_workflow(user, name + "-x", "planted", ["do it"], shared=True)
+
+
+def test_create_app_role_is_idempotent_and_refuses_privileged_roles(pg_uri, mm, app_role):
+    again = create_app_role(pg_uri, APP_ROLE, "app-secret-2", schema=mm.db.schema)
+    with psycopg.connect(again.conninfo) as conn:
+        assert conn.execute("SELECT current_user").fetchone()[0] == APP_ROLE
+    with pytest.raises(ConfigurationError):
+        create_app_role(pg_uri, "postgres", "x", schema=mm.db.schema)
+    with pytest.raises(ConfigurationError):
+        create_app_role(pg_uri, "agentmem_nowhere", "x", schema="no_such_schema")
+    create_app_role(pg_uri, APP_ROLE, "app-secret-1", schema=mm.db.schema)  # restore for other tests
