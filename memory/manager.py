@@ -15,7 +15,8 @@ from .consolidation import ConsolidationMixin
 from .conversation import ConversationMixin
 from .corrections import CorrectionMixin
 from .db import Database, connect
-from .embeddings import Embedder, EmbeddingService, MiniLMEmbedder
+from .embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
+from .errors import ConfigurationError
 from .entities import EntityMixin
 from .formatting import (format_conversation, format_entities, format_facts, format_knowledge, format_summaries,
                          format_workflows)
@@ -26,6 +27,23 @@ from .search import SearchMixin
 from .summaries import SummaryMixin
 from .toollog import ToolLogMixin
 from .workflows import WorkflowMixin
+
+
+def embedder_from_env() -> Embedder:
+    """The packaged MiniLM model, unless ``AGENTMEM_EMBEDDER=hash`` (TEST ONLY).
+
+    The hash embedder is a deterministic fake with no notion of meaning; it lets the
+    CLI and notebook tests run fast in a subprocess. Never use it for real memory:
+    vectors of different embedders must not share a schema.
+    """
+    import os
+
+    choice = os.environ.get("AGENTMEM_EMBEDDER", "minilm").strip().lower()
+    if choice in ("", "minilm"):
+        return MiniLMEmbedder()
+    if choice == "hash":
+        return HashEmbedder()
+    raise ConfigurationError(f"AGENTMEM_EMBEDDER={choice!r}: use 'minilm' (default) or 'hash' (tests only)")
 
 
 class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixin, SummaryMixin, ToolLogMixin,
@@ -43,7 +61,7 @@ class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixi
              conninfo: str | None = None) -> "MemoryManager":
         """Connect (starting the embedded server if no URL is set), migrate, and return a manager."""
         settings = settings or Settings.from_env()
-        service = EmbeddingService(embedder or MiniLMEmbedder(), batch_size=settings.embedding_batch_size,
+        service = EmbeddingService(embedder or embedder_from_env(), batch_size=settings.embedding_batch_size,
                                    cache_size=settings.embedding_cache_size)
         db = connect(settings, dimension=service.dimension, model_name=service.name, conninfo=conninfo)
         return cls(db, service, settings)
