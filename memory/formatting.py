@@ -8,6 +8,7 @@ never change.
 from __future__ import annotations
 
 import json
+import re
 from typing import Iterable, Sequence
 
 from .models import Entity, Fact, KnowledgeItem, Message, Summary, Workflow
@@ -25,12 +26,27 @@ FACTS_RULE = ("These were true when recorded. If the user says something differe
               "what the user says now wins.")
 
 
+#: Every line break ``str.splitlines`` honours (and so ``split_sections``).
+_LINE_BREAKS = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def as_data(text: str) -> str:
+    """Stored text rendered inside a section: each continuation line is indented, so
+    nothing a user, document or tool output contains can start a line that reads as
+    a section heading (``## ...``) and step outside its section."""
+    return _LINE_BREAKS.sub("\n    ", text)
+
+
 def _section(heading: str, lines: Iterable[str], empty: str) -> str:
     body = "\n".join(lines)
     return f"{heading}\n{body if body else empty}"
 
 
 def format_message(m: Message) -> str:
+    return as_data(_message_line(m))
+
+
+def _message_line(m: Message) -> str:
     stamp = m.created_at.strftime("%Y-%m-%d %H:%M")
     if m.role == "tool":
         return f"[{stamp}] tool {m.tool_name or ''} result ({m.tool_call_id}): {m.content}"
@@ -47,25 +63,25 @@ def format_conversation(messages: Sequence[Message]) -> str:
 
 
 def summary_line(s: Summary) -> str:
-    return s.reference
+    return as_data(s.reference)
 
 
 def knowledge_line(k: KnowledgeItem) -> str:
-    return f"- {k.content}" + (f" (source: {k.source})" if k.source else "")
+    return as_data(f"- {k.content}" + (f" (source: {k.source})" if k.source else ""))
 
 
 def workflow_line(w: Workflow) -> str:
     steps = "; ".join(f"{i}. {s if isinstance(s, str) else json.dumps(s, ensure_ascii=False)}"
                       for i, s in enumerate(w.steps, 1))
-    return f"- {w.name}: {w.description} Steps: {steps}"
+    return as_data(f"- {w.name}: {w.description} Steps: {steps}")
 
 
 def entity_line(e: Entity) -> str:
-    return f"- {e.name} ({e.entity_type})" + (f": {e.description}" if e.description else "")
+    return as_data(f"- {e.name} ({e.entity_type})" + (f": {e.description}" if e.description else ""))
 
 
 def fact_line(f: Fact) -> str:
-    return f"- [{f.category}] {f.content} (since {f.valid_from:%Y-%m-%d})"
+    return as_data(f"- [{f.category}] {f.content} (since {f.valid_from:%Y-%m-%d})")
 
 
 def format_summaries(summaries: Sequence[Summary]) -> str:
