@@ -81,6 +81,28 @@ def with_fallback(primary: Any, fallback: Any) -> Any:
     return primary.with_fallbacks([fallback], exceptions_to_handle=fallback_exceptions())
 
 
+def invoke(model: Any, messages: Sequence[BaseMessage], *, timeout: float = 60.0) -> Any:
+    """``model.invoke(messages)`` with a timeout; every failure becomes LLMError."""
+    future = _EXECUTOR.submit(model.invoke, list(messages))
+    try:
+        return future.result(timeout=timeout)
+    except FutureTimeout:
+        future.cancel()
+        raise LLMError(f"the model did not answer within {timeout:g}s") from None
+    except Exception as exc:
+        raise LLMError(f"the model call failed: {exc!r}") from exc
+
+
+def message_text(message: Any) -> str:
+    """The text of a chat message (joining content blocks); LLMError if there is none."""
+    content = getattr(message, "content", message)
+    if isinstance(content, list):  # content blocks
+        content = "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+    if not isinstance(content, str):
+        raise LLMError(f"the model answered with {type(content).__name__}, not text")
+    return content
+
+
 def complete(model: Any, prompt: str | Sequence[BaseMessage], *, system: str | None = None,
              timeout: float = 60.0) -> str:
     """Ask ``model`` for text; raise LLMError on failure, timeout or a non-text answer."""
@@ -89,17 +111,4 @@ def complete(model: Any, prompt: str | Sequence[BaseMessage], *, system: str | N
         messages = ([SystemMessage(system)] if system else []) + [HumanMessage(prompt)]
     else:
         messages = list(prompt)
-    future = _EXECUTOR.submit(model.invoke, messages)
-    try:
-        answer = future.result(timeout=timeout)
-    except FutureTimeout:
-        future.cancel()
-        raise LLMError(f"the model did not answer within {timeout:g}s") from None
-    except Exception as exc:
-        raise LLMError(f"the model call failed: {exc!r}") from exc
-    content = getattr(answer, "content", answer)
-    if isinstance(content, list):  # content blocks
-        content = "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
-    if not isinstance(content, str):
-        raise LLMError(f"the model answered with {type(content).__name__}, not text")
-    return content
+    return message_text(invoke(model, messages, timeout=timeout))

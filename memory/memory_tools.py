@@ -18,20 +18,23 @@ if TYPE_CHECKING:  # pragma: no cover
     from .manager import MemoryManager
 
 UserRef = str | Callable[[], str]
+ThreadRef = str | None | Callable[[], str | None]
 
 
-def memory_tools(mm: "MemoryManager", user_id: UserRef, *, thread_id: str | None = None, keep_recent: int = 1,
+def memory_tools(mm: "MemoryManager", user_id: UserRef, *, thread_id: ThreadRef = None, keep_recent: int = 1,
                  model: Any | None = None) -> list[Callable[..., str]]:
     """``[summarize_and_store, expand_summary]`` bound to ``mm`` and ``user_id``.
 
     ``thread_id`` is the thread ``summarize_and_store`` consolidates when the model
-    names none; ``keep_recent`` turns stay live (the current exchange, by default).
+    names none (a fixed id, or a callable giving the current one); ``keep_recent``
+    turns stay live (the current exchange, by default).
     """
+    default_thread = thread_id
 
     def current_user() -> str:
         return user_id() if callable(user_id) else user_id
 
-    def summarize_and_store(text: str = "", thread_id: str | None = thread_id) -> str:
+    def summarize_and_store(text: str = "", thread_id: str | None = None) -> str:
         """Consolidate older conversation into a stored summary to free context space.
 
         Call this when the context monitor reports warning or critical usage. With a
@@ -45,6 +48,7 @@ def memory_tools(mm: "MemoryManager", user_id: UserRef, *, thread_id: str | None
             thread_id: the conversation thread to consolidate (defaults to the current one).
         """
         uid = current_user()
+        thread_id = thread_id or (default_thread() if callable(default_thread) else default_thread)
         if thread_id:
             result = mm.summarize_conversation(thread_id, uid, keep_recent, model=model, focus=text or None)
             if result.summary is None:
