@@ -1,31 +1,83 @@
 """The ``agentmem`` command line: thin commands over library functions.
 
 Every command parses its options, calls one library function and formats the
-result. Library errors (:class:`~memory.errors.AgentMemError`) become a one-line
-message and a non-zero exit code, never a traceback.
+result: a rich table for people, or with ``--json`` (on every listing) JSON only on
+stdout, for pipes. Progress and spinners go to stderr.
+
+Errors are one line on stderr, ``agentmem: error: ...``, never a traceback, with an
+exit code saying what kind:
+
+====  =======================================================
+0     done
+1     error (database, model, configuration, conflict, ...)
+2     bad usage or invalid input (click's own usage errors too)
+3     not found (thread, summary, user, benchmark)
+130   interrupted
+====  =======================================================
+
+Users. Commands that act on one user's memory (``show``, ``consolidate``, ``expand``,
+``search``) take ``--user``, defaulting to ``$AGENTMEM_USER``, else ``default``.
+The DBA listings (``status``, ``threads``) span every user unless ``--user`` is given.
+``facts USER`` and ``forget-user USER`` name the user explicitly: no default for a
+deletion. ``purge`` spans users (retention is a deployment policy).
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import functools
+import json
+import subprocess
 import sys
-from typing import Any, Callable
+import threading
+import uuid
+from contextlib import contextmanager
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 import click
 
-from .errors import AgentMemError
+from .errors import AgentMemError, InvalidInputError, NotFoundError
 
 EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_INTERRUPTED = 130
+
+KINDS = ("messages", "summaries", "facts")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> None:
+    click.echo(f"agentmem: error: {_one_line(message)}", err=True)
+    sys.exit(code)
 
 
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Library and database errors become one line on stderr and an exit code."""
+
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import psycopg
+
         try:
             return func(*args, **kwargs)
+        except NotFoundError as exc:
+            fail(str(exc), EXIT_NOT_FOUND)
+        except InvalidInputError as exc:
+            fail(str(exc), EXIT_USAGE)
         except AgentMemError as exc:
-            click.echo(f"agentmem: error: {exc}", err=True)
-            sys.exit(EXIT_ERROR)
+            fail(str(exc), EXIT_ERROR)
+        except psycopg.Error as exc:
+            fail(f"database: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", EXIT_ERROR)
+        except KeyboardInterrupt:
+            fail("interrupted", EXIT_INTERRUPTED)
 
     return wrapper
 
@@ -36,10 +88,98 @@ def open_manager(**kwargs: Any) -> Any:
     return MemoryManager.open(**kwargs)
 
 
+# -- output -------------------------------------------------------------------------------
+def jsonable(value: Any) -> Any:
+    """Dataclasses, datetimes, UUIDs and Decimals as plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name != "embedding"}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(jsonable(value), ensure_ascii=False, indent=2))
+
+
+def console(stderr: bool = False) -> Any:
+    import os
+
+    from rich.console import Console
+
+    out = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out.width = 120  # piped or captured: rich would assume 80 columns
+    return out
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=escape(title) if title else None, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*[v if isinstance(v, Text) else escape("" if v is None else str(v)) for v in r])
+    console().print(t)
+
+
+def styled(value: str, style: str) -> Any:
+    from rich.text import Text
+
+    return Text(value, style=style)
+
+
+def when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if value else ""
+
+
+def short(text: str, width: int = 80) -> str:
+    flat = _one_line(text)
+    return flat if len(flat) <= width else flat[:width - 1] + "…"
+
+
+STATUS_STYLE = {"ok": "green", "warning": "yellow", "critical": "bold red"}
+
+
+@contextmanager
+def spinner(message: str) -> Iterator[None]:
+    """A spinner on stderr while slow work runs (silent when stderr is not a terminal)."""
+    err = console(stderr=True)
+    if not err.is_terminal:
+        yield
+        return
+    with err.status(message):
+        yield
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (only) on stdout.")
+user_option = click.option("--user", "-u", envvar="AGENTMEM_USER", default="default", show_default=True,
+                           help="User whose memory to use (env AGENTMEM_USER).")
+user_filter = click.option("--user", "-u", default=None, help="Only this user's threads (default: every user).")
+
+
+# -- commands ------------------------------------------------------------------------------
 @click.group()
 @click.version_option(package_name="agentmem")
 def main() -> None:
-    """agentmem: durable memory for LLM agents in PostgreSQL + pgvector."""
+    """agentmem: durable memory for LLM agents in PostgreSQL + pgvector.
+
+    Configuration comes from the environment: AGENTMEM_DATABASE_URL (else an embedded
+    PostgreSQL), AGENTMEM_SCHEMA, AGENTMEM_USER, AGENTMEM_LLM_* (see the README).
+    """
 
 
 @main.command()
@@ -61,6 +201,362 @@ def demo() -> None:
 
     with open_manager() as mm:
         run_demo(mm, click.echo)
+
+
+# -- chat: the interactive agent loop command is defined by memory.agent's owner here. --
+
+
+@main.command()
+@user_filter
+@click.option("--thread", "-t", default=None, help="Only this thread.")
+@click.option("--context-window", type=int, default=None,
+              help="Tokens of the context window the estimate is measured against "
+                   "(default: AGENTMEM_DEFAULT_CONTEXT_WINDOW, 8192).")
+@click.option("--model", default=None, help="Take the context window from this model's setting.")
+@json_option
+@handle_errors
+def status(user: str | None, thread: str | None, context_window: int | None, model: str | None,
+           as_json: bool) -> None:
+    """Consolidation status per thread: summarized vs unsummarized rows and an estimated monitor status.
+
+    Reads the view consolidation_status. The status estimates the unsummarized
+    conversation alone (characters / 4) against the usable budget of the window.
+    """
+    from .views import consolidation_status
+
+    with open_manager() as mm:
+        window = context_window if context_window is not None else (
+            mm.settings.context_window(model) if model else None)
+        rows = consolidation_status(mm.db, mm.settings, user_id=user, thread_id=thread, context_window=window)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        click.echo("no threads" + (f" for user {user!r}" if user else ""))
+        return
+    table(f"consolidation status (estimate, {rows[0].context_window:,}-token window)",
+          ["user", "thread", "msgs", "live", "summarized", "summaries", "oldest live", "~tokens", "usage %",
+           "status"],
+          [(r.user_id, r.thread_id, r.total_messages, r.unsummarized_messages, r.summarized_messages, r.summaries,
+            when(r.oldest_unsummarized_at), r.est_unsummarized_tokens, r.est_usage_percent,
+            styled(r.monitor_status, STATUS_STYLE.get(r.monitor_status, ""))) for r in rows])
+
+
+@main.command()
+@user_filter
+@json_option
+@handle_errors
+def threads(user: str | None, as_json: bool) -> None:
+    """Threads with their message counts, most recent first."""
+    with open_manager() as mm:
+        rows = mm.list_threads(user)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        click.echo("no threads" + (f" for user {user!r}" if user else ""))
+        return
+    table(None, ["user", "thread", "msgs", "live", "summarized", "first", "last"],
+          [(r["user_id"], r["thread_id"], r["total"], r["unsummarized"], r["summarized"], when(r["first_at"]),
+            when(r["last_at"])) for r in rows])
+
+
+@main.command()
+@click.argument("thread")
+@user_option
+@click.option("--live", is_flag=True, help="Only the working set (unsummarized messages).")
+@click.option("--full", is_flag=True, help="Print whole messages instead of one line each.")
+@json_option
+@handle_errors
+def show(thread: str, user: str, live: bool, full: bool, as_json: bool) -> None:
+    """Messages of THREAD in order, with the summary each consolidated one belongs to."""
+    with open_manager() as mm:
+        rows = mm.read_thread(thread, user, include_summarized=not live)
+    if not rows and not live:
+        raise NotFoundError(f"thread {thread!r} has no messages for user {user!r}")
+    if as_json:
+        return emit_json(rows)
+    table(f"thread {thread} (user {user}): {len(rows)} messages",
+          ["id", "time", "role", "summary", "content"],
+          [(m.id, when(m.created_at), m.role, str(m.summary_id)[:8] if m.summary_id else "live",
+            m.content if full else short(m.content, 70)) for m in rows])
+
+
+@main.command()
+@click.argument("threads", nargs=-1)
+@user_option
+@click.option("--all-threads", is_flag=True, help="Every thread of the user with unsummarized messages.")
+@click.option("--keep-recent", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Leave the last N turns of each thread live.")
+@json_option
+@handle_errors
+def consolidate(threads: tuple[str, ...], user: str, all_threads: bool, keep_recent: int, as_json: bool) -> None:
+    """Summarise the unsummarized whole turns of THREADS and write the summary id back.
+
+    Uses the chat model configured by AGENTMEM_LLM_* when there is one, else the
+    extractive summariser (offline, invents nothing).
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .llm import chat_model_from_env
+
+    if not threads and not all_threads:
+        raise click.UsageError("name at least one THREAD, or use --all-threads")
+    model = chat_model_from_env()
+    results = []
+    with open_manager() as mm:
+        names = list(threads)
+        if all_threads:
+            names += [r["thread_id"] for r in mm.list_threads(user) if r["unsummarized"] and r["thread_id"] not in names]
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=console(stderr=True), transient=True, disable=as_json)
+        with progress:
+            task = progress.add_task("consolidating", total=len(names))
+            for name in names:
+                progress.update(task, description=f"consolidating {name}")
+                r = mm.summarize_conversation(name, user, keep_recent, model=model)
+                results.append({"thread_id": name, "status": r.status,
+                                "summary_id": r.summary.summary_id if r.summary else None,
+                                "label": r.summary.description if r.summary else None,
+                                "source_count": len(r.source_ids) if r.summarized else 0,
+                                "source_tokens": r.source_tokens, "summary_tokens": r.summary_tokens,
+                                "method": r.method, "kept_turns": r.kept_turns, "message": r.message})
+                progress.advance(task)
+    if as_json:
+        emit_json(results)
+    else:
+        table(None, ["thread", "status", "summary id", "messages", "tokens before → after", "method"],
+              [(r["thread_id"], r["status"], r["summary_id"] or "", r["source_count"],
+                f"{r['source_tokens']} → {r['summary_tokens']}" if r["status"] == "summarized" else "",
+                r["method"] or "") for r in results])
+    conflicts = [r["thread_id"] for r in results if r["status"] == "conflict"]
+    if conflicts:
+        fail(f"consolidation conflicted (another consolidation ran at the same time; nothing written) "
+             f"for: {', '.join(conflicts)}")
+
+
+@main.command()
+@click.argument("summary_id")
+@user_option
+@json_option
+@handle_errors
+def expand(summary_id: str, user: str, as_json: bool) -> None:
+    """A summary and every original message it replaced, in order."""
+    with open_manager() as mm:
+        expanded = mm.expand_summary(summary_id, user)
+    if as_json:
+        return emit_json({"summary": expanded.summary, "messages": expanded.messages})
+    out = console()
+    out.print(styled(expanded.summary.reference, "bold"))
+    out.print(expanded.summary.content, markup=False)
+    table(f"original messages ({len(expanded.messages)})", ["id", "time", "role", "content"],
+          [(m.id, when(m.created_at), m.role, m.content) for m in expanded.messages])
+
+
+@main.command()
+@click.argument("query")
+@user_option
+@click.option("--type", "kinds", type=click.Choice(KINDS), multiple=True,
+              help="Search only these kinds (repeatable; default: all).")
+@click.option("--thread", "-t", default=None, help="Only this thread (facts are left out).")
+@click.option("-k", "k", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
+              help="Number of hits.")
+@json_option
+@handle_errors
+def search(query: str, user: str, kinds: tuple[str, ...], thread: str | None, k: int, as_json: bool) -> None:
+    """Search the user's past messages, summaries and facts (one ranked list)."""
+    with open_manager() as mm, spinner("searching"):
+        hits = mm.search_memory(query, user, k, scope=list(kinds) or None, thread_id=thread)
+    if as_json:
+        return emit_json(hits)
+    if not hits:
+        click.echo("no hits")
+        return
+    table(f"{len(hits)} hits for {query!r}", ["kind", "score", "time", "thread", "summary", "content"],
+          [(h.kind, f"{h.score:.3f}", when(h.created_at), h.thread_id or "",
+            str(h.summary_id)[:8] if h.summary_id else "", short(h.content, 70)) for h in hits])
+
+
+@main.command()
+@click.argument("user")
+@click.option("--history", is_flag=True, help="Every version (superseded and retired too), from fact_history.")
+@json_option
+@handle_errors
+def facts(user: str, history: bool, as_json: bool) -> None:
+    """Durable facts of USER (active ones; --history for every version)."""
+    from .views import fact_history
+
+    with open_manager() as mm:
+        rows: list[Any] = fact_history(mm.db, user_id=user) if history else mm.read_facts(user)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        click.echo(f"no facts for user {user!r}")
+        return
+    if history:
+        table(f"fact history of {user}", ["chain", "v", "status", "category", "content", "valid from", "valid to"],
+              [(str(r.chain_id)[:8], r.version, r.status, r.category, r.content, when(r.valid_from),
+                when(r.valid_to)) for r in rows])
+    else:
+        table(f"active facts of {user}", ["id", "category", "content", "since"],
+              [(str(r.id), r.category, r.content, when(r.valid_from)) for r in rows])
+
+
+@main.group()
+def tools() -> None:
+    """The stored tool catalogue (toolbox_memory), read-only.
+
+    A Toolbox retrieves the tools its own process registered; this command is a
+    process of its own, so it reads the rows every process stored, per namespace.
+    """
+
+
+def _tool_rows(rows: Sequence[Any], scored: bool) -> None:
+    cols = ["namespace", "name", "parameters", "description"] + (["score"] if scored else [])
+    table(None, cols, [(t.namespace, t.name, ", ".join(t.parameters), short(t.description, 60))
+                       + ((f"{t.score:.3f}" if t.score is not None else "",) if scored else ()) for t in rows])
+
+
+@tools.command("list")
+@click.option("--namespace", "-n", default=None, help="Only this toolbox namespace (default: all).")
+@json_option
+@handle_errors
+def tools_list(namespace: str | None, as_json: bool) -> None:
+    """Every stored tool, by namespace and name."""
+    from toolbox.catalog import list_tools
+
+    with open_manager() as mm:
+        rows = list_tools(mm, namespace)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        click.echo("no tools stored" + (f" in namespace {namespace!r}" if namespace else ""))
+        return
+    _tool_rows(rows, scored=False)
+
+
+@tools.command("search")
+@click.argument("query")
+@click.option("--namespace", "-n", default="default", show_default=True, help="Toolbox namespace.")
+@click.option("-k", "k", type=click.IntRange(min=1, max=1000), default=5, show_default=True, help="Number of tools.")
+@json_option
+@handle_errors
+def tools_search(query: str, namespace: str, k: int, as_json: bool) -> None:
+    """The stored tools most relevant to QUERY (ranked like Toolbox.retrieve)."""
+    from toolbox.catalog import search_tools
+
+    with open_manager() as mm, spinner("searching tools"):
+        rows = search_tools(mm, query, namespace, k)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        click.echo(f"no tools stored in namespace {namespace!r}")
+        return
+    _tool_rows(rows, scored=True)
+
+
+def _counts_table(title: str, counts: dict[str, int]) -> None:
+    table(title, ["table", "rows deleted"], [(t, n) for t, n in counts.items()] + [("total", sum(counts.values()))])
+
+
+@main.command("forget-user")
+@click.argument("user")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@handle_errors
+def forget_user(user: str, yes: bool, as_json: bool) -> None:
+    """Delete every row of USER in every table (vectors, summaries, tool logs included)."""
+    from .retention import rows_of_user
+
+    with open_manager() as mm:
+        with mm.db.connection() as conn:
+            held = {t: n for t, n in rows_of_user(conn, mm.db.schema, mm._uid(user)).items() if n}
+        if not held:
+            raise NotFoundError(f"user {user!r} has no rows")
+        if not yes:
+            listing = ", ".join(f"{t} {n}" for t, n in held.items())
+            click.confirm(f"Delete {sum(held.values())} rows of user {user!r} ({listing})? This cannot be undone",
+                          abort=True, err=True)
+        with spinner(f"forgetting {user}"):
+            counts = mm.forget_user(user)
+    if as_json:
+        return emit_json({"user_id": user, "deleted": counts, "total": sum(counts.values())})
+    _counts_table(f"forgot user {user}", {t: n for t, n in counts.items() if n})
+
+
+@main.command()
+@json_option
+@handle_errors
+def purge(as_json: bool) -> None:
+    """Delete expired rows (expires_at passed, or older than the retention days) in every table."""
+    with open_manager() as mm, spinner("purging expired rows"):
+        counts = mm.purge_expired()
+    if as_json:
+        return emit_json({"deleted": counts, "total": sum(counts.values())})
+    _counts_table("purged expired rows", counts)
+
+
+# -- bench ------------------------------------------------------------------------------------
+def bench_dir() -> Path:
+    import os
+
+    override = os.environ.get("AGENTMEM_BENCH_DIR")
+    path = Path(override) if override else Path(__file__).resolve().parent.parent / "bench"
+    if not path.is_dir():
+        raise NotFoundError(f"no benchmark directory at {path} (benchmarks ship with the source checkout)")
+    return path
+
+
+def bench_scripts(directory: Path) -> dict[str, str]:
+    """Runnable benchmark name -> first paragraph of its docstring (read without importing it).
+
+    A script is runnable when it has an ``if __name__ == "__main__":`` block; helper
+    modules (``_common.py``, data modules) are left out.
+    """
+    out = {}
+    for path in sorted(directory.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        if not any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body):
+            continue
+        doc = ast.get_docstring(tree) or ""
+        out[path.stem] = " ".join(doc.strip().split("\n\n")[0].split())
+    return out
+
+
+def _pump(stream: Any, err: bool) -> None:
+    for line in iter(stream.readline, ""):
+        click.echo(line, nl=False, err=err)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("name", required=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@json_option
+@handle_errors
+def bench(name: str | None, args: tuple[str, ...], as_json: bool) -> None:
+    """List the benchmarks in bench/, or run NAME with ARGS passed on (e.g. bench recall --help)."""
+    directory = bench_dir()
+    scripts = bench_scripts(directory)
+    if name is None:
+        if as_json:
+            return emit_json([{"name": n, "description": d} for n, d in scripts.items()])
+        table("benchmarks (agentmem bench NAME [ARGS...])", ["name", "description"], list(scripts.items()))
+        return
+    name = name.removesuffix(".py")
+    if name not in scripts:
+        raise NotFoundError(f"no benchmark {name!r}; available: {', '.join(scripts) or 'none'}")
+    proc = subprocess.Popen([sys.executable, str(directory / f"{name}.py"), *args], cwd=directory.parent,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    pump = threading.Thread(target=_pump, args=(proc.stderr, True), daemon=True)
+    pump.start()
+    _pump(proc.stdout, False)
+    code = proc.wait()
+    pump.join()
+    if code:
+        fail(f"benchmark {name} exited with status {code}", code if 0 < code < 128 else EXIT_ERROR)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,76 @@
+"""Read-only view of the stored tool catalogue (``toolbox_memory``), for the CLI.
+
+A :class:`~toolbox.Toolbox` can only retrieve and run the tools its own process
+registered: it holds the functions. The ``agentmem tools`` command is a process of
+its own with no functions, so it reads the rows every process of a deployment has
+stored in ``toolbox_memory`` instead: what is described there, per namespace.
+Searching ranks those rows as :meth:`Toolbox.retrieve` does (the query's embedding
+against the stored one, keyword match, the same weighted rank fusion), over every
+stored tool of the namespace. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.rows import class_row
+
+from memory._store import fuse_rankings
+from memory.manager import MemoryManager
+from memory.validation import check_id, check_positive_int, check_text
+
+from . import store
+from .text import keyword_query
+from .toolbox import DEFAULT_RRF_K, DEFAULT_WEIGHTS
+
+
+@dataclass
+class StoredTool:
+    namespace: str
+    name: str
+    description: str
+    parameters: list[str]
+    augmented: bool
+    queries: int
+    updated_at: datetime
+    score: float | None = None
+
+
+_LIST = ("SELECT namespace, name, description,"
+         " coalesce(ARRAY(SELECT jsonb_object_keys(coalesce(json_schema -> 'properties', jsonb_build_object())))"
+         ", ARRAY[]::text[]) AS parameters,"
+         " augmented, jsonb_array_length(queries) AS queries, updated_at FROM toolbox_memory")
+
+
+def list_tools(mm: MemoryManager, namespace: str | None = None) -> list[StoredTool]:
+    """Stored tools (of one namespace, or all), by namespace and name."""
+    with mm.db.connection() as conn, conn.cursor(row_factory=class_row(StoredTool)) as cur:
+        if namespace is None:
+            return cur.execute(_LIST + " ORDER BY namespace, name").fetchall()
+        ns = check_id(namespace, "namespace")
+        return cur.execute(_LIST + " WHERE namespace = %s ORDER BY name", (ns,)).fetchall()
+
+
+def search_tools(mm: MemoryManager, query: str, namespace: str = "default", k: int = 5) -> list[StoredTool]:
+    """The ``k`` stored tools of ``namespace`` most relevant to ``query`` (hybrid, like ``retrieve``)."""
+    query = check_text(query, "query", max_chars=mm.settings.max_content_chars)
+    k = check_positive_int(k, "k", maximum=1000)
+    tools = {t.name: t for t in list_tools(mm, namespace)}
+    if not tools:
+        return []
+    names = list(tools)
+    pool = max(4 * k, 20)
+    qvec = mm.embeddings.embed([query[:4000]])[0]
+    ranked_vec = store.vector_ranking(mm.db, namespace, names, qvec, pool)
+    tsq = keyword_query(query)
+    ranked_kw = store.keyword_ranking(mm.db, namespace, names, tsq, pool) if tsq else []
+    sims: dict[str, Any] = dict(ranked_vec)
+    order = fuse_rankings([[n for n, _ in ranked_vec], ranked_kw], list(DEFAULT_WEIGHTS), k=DEFAULT_RRF_K)
+    out = []
+    for name in order[:k]:
+        tool = tools[name]
+        tool.score = sims.get(name)
+        out.append(tool)
+    return out
