@@ -6,6 +6,9 @@ Configuration (environment):
   (OpenAI, Ollama, vLLM, a llama.cpp server);
 * ``AGENTMEM_LLM_MODEL``: the model name; ``AGENTMEM_LLM_API_KEY`` (or ``OPENAI_API_KEY``);
 * ``AGENTMEM_LLM_TIMEOUT`` seconds (default 60);
+* ``AGENTMEM_LLM_MAX_TOKENS``: a cap on each answer, sent as ``max_tokens`` in the
+  request body (ChatOpenAI sends its own ``max_tokens`` as ``max_completion_tokens``,
+  which some OpenAI-compatible servers, llama.cpp's among them, ignore);
 * ``AGENTMEM_LLM_FALLBACK_MODEL`` / ``AGENTMEM_LLM_FALLBACK_BASE_URL``: a second model
   used on rate limits, 5xx and timeouts, through LangChain's ``with_fallbacks``.
 
@@ -60,12 +63,19 @@ def chat_model_from_env() -> Any | None:
         timeout = float(_env("AGENTMEM_LLM_TIMEOUT") or 60)
     except ValueError:
         raise ConfigurationError("AGENTMEM_LLM_TIMEOUT must be a number of seconds") from None
-    primary = make_openai_model(model, base_url=base_url, api_key=api_key, timeout=timeout)
+    extra: dict[str, Any] = {}
+    max_tokens = _env("AGENTMEM_LLM_MAX_TOKENS")
+    if max_tokens:
+        if not max_tokens.isdigit() or int(max_tokens) < 1:
+            raise ConfigurationError("AGENTMEM_LLM_MAX_TOKENS must be a positive integer")
+        extra["extra_body"] = {"max_tokens": int(max_tokens)}
+    primary = make_openai_model(model, base_url=base_url, api_key=api_key, timeout=timeout, **extra)
     fallback_name = _env("AGENTMEM_LLM_FALLBACK_MODEL")
     if not fallback_name:
         return primary
     fallback = make_openai_model(fallback_name, base_url=_env("AGENTMEM_LLM_FALLBACK_BASE_URL") or base_url,
-                                 api_key=_env("AGENTMEM_LLM_FALLBACK_API_KEY") or api_key, timeout=timeout)
+                                 api_key=_env("AGENTMEM_LLM_FALLBACK_API_KEY") or api_key, timeout=timeout,
+                                 **extra)
     return with_fallback(primary, fallback)
 
 
