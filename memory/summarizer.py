@@ -70,13 +70,14 @@ def split_text(text: str, budget: int, model: str | None = None) -> list[str]:
         if len(parts) > 1:
             out: list[str] = []
             current: list[str] = []
+            used = 0
             for part in parts:
-                candidate = sep.join(current + [part])
-                if current and count_tokens(candidate, model).tokens > budget:
+                n = count_tokens(sep + part, model).tokens  # counted once: linear in the text
+                if current and used + n > budget:
                     out.append(sep.join(current))
-                    current = [part]
-                else:
-                    current.append(part)
+                    current, used = [], 0
+                current.append(part)
+                used += n
             if current:
                 out.append(sep.join(current))
             if len(out) > 1:

@@ -12,7 +12,9 @@ the text is cut into chunks at line starts (a newline followed by a non-blank
 character) and each chunk's count is cached. The cut is exact, not an
 approximation: no pre-token of cl100k or o200k spans a newline followed by a
 non-blank character, so the sum of the chunks' counts equals the count of the
-whole (``tests/test_monitor.py`` checks this on real and random texts).
+whole (``tests/test_monitor.py`` checks this on real and random texts). The one
+approximation: a run of 256+ characters without a space (or of spaces) is counted in
+128-character slices, because byte-pair merging is quadratic in a pre-token's length.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "c
 _CHUNK = re.compile(r"(?<=\n)(?=\S)")
 _CACHE_MAX = 100_000
 _SMALL = 64  # chunks shorter than this are counted directly, not cached
+_LONG_RUN_CHARS = 256
+_LONG_RUN = re.compile(r"\S{%d,}|[^\S\n]{%d,}" % (_LONG_RUN_CHARS, _LONG_RUN_CHARS))
+_SLICE = 128
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,19 @@ class _Counter:
         self._lock = threading.Lock()
 
     def _count_chunk(self, chunk: str) -> int:
-        return len(self.encoding.encode_ordinary(chunk))
+        encode = self.encoding.encode_ordinary
+        if len(chunk) < _LONG_RUN_CHARS or not _LONG_RUN.search(chunk):
+            return len(encode(chunk))
+        # Byte-pair merging is quadratic in the length of one pre-token: a 16k-character
+        # run without spaces (a hash, base64, a ruler of "=") takes seconds. Such runs are
+        # counted in slices, which may differ from the exact count by a token per slice.
+        total, pos = 0, 0
+        for m in _LONG_RUN.finditer(chunk):
+            total += len(encode(chunk[pos:m.start()]))
+            run = m.group()
+            total += sum(len(encode(run[i:i + _SLICE])) for i in range(0, len(run), _SLICE))
+            pos = m.end()
+        return total + len(encode(chunk[pos:]))
 
     def count(self, text: str) -> int:
         total = 0
