@@ -43,8 +43,8 @@ class CorrectionMixin(FactMixin):
                 fact_id: str | uuid.UUID | None = None) -> Correction:
         """Append an explicit correction to the thread (and supersede ``fact_id`` with ``right``)."""
         uid, tid = self._uid(user_id), self._tid(thread_id)
-        wrong = check_text(wrong, "wrong", max_chars=MAX_STATEMENT_CHARS).strip()
-        right = check_text(right, "right", max_chars=MAX_STATEMENT_CHARS).strip()
+        wrong = check_text(wrong, "wrong", max_chars=MAX_STATEMENT_CHARS)
+        right = check_text(right, "right", max_chars=MAX_STATEMENT_CHARS)
         if message_id is not None and (isinstance(message_id, bool) or not isinstance(message_id, int)):
             raise InvalidInputError(f"message_id must be an integer message id, got {type(message_id).__name__}")
         fid = check_uuid(fact_id, "fact_id") if fact_id is not None else None

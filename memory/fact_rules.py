@@ -4,7 +4,8 @@
 category (cosine similarity of their embeddings) and with simple lexical signals that
 hold across topics, in this order:
 
-1. The same words after normalisation (case, punctuation, spacing): **unchanged**.
+1. The same words after normalisation (case, punctuation, spacing): **unchanged**
+   if identical, else **updated** to the new wording (and category).
 2. Similarity below ``fact_related_similarity``: a different subject, **create**.
 3. One says it negatively and the other does not ("not", "never", "no longer",
    "-n't"...): **supersede**.
@@ -109,7 +110,9 @@ def decide(content: str, category: str, candidates: Sequence[Candidate], *, rela
     norm = normalise(content)
     for cand in candidates:
         if normalise(cand.content) == norm:
-            return Decision("unchanged", cand, "same words")
+            if cand.content == content and cand.category == category:
+                return Decision("unchanged", cand, "same fact")
+            return Decision("updated", cand, "same words, new wording or category")
     same = [c for c in candidates if c.category == category]
     if not same:
         return Decision("created", None, "no active fact in this category")

@@ -38,6 +38,10 @@ _ACTIVE = sql.SQL("SELECT {cols}, NULL::float8 AS score FROM fact_memory WHERE u
                   " ORDER BY valid_from, id").format(cols=_COLS)
 
 
+#: A fact is one line: every character ``str.splitlines`` breaks on is refused.
+_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
 @dataclass
 class Remembered:
     """What ``remember`` did: ``action`` is created, updated, superseded or unchanged."""
@@ -63,8 +67,8 @@ class FactMixin(StoreBase):
         return str(category)
 
     def _fact_content(self, content: Any) -> str:
-        text = check_text(content, "content", max_chars=self.settings.max_content_chars).strip()
-        if "\n" in text or "\r" in text:
+        text = check_text(content, "content", max_chars=self.settings.max_content_chars)
+        if any(c in _LINE_BREAKS for c in text):
             raise FactRejectedError("content spans several lines", code="fact_multiline",
                                     hint="state one fact on one line; call remember once per fact")
         limit = self.settings.fact_max_chars
@@ -107,8 +111,6 @@ class FactMixin(StoreBase):
             s = self.settings
             decision = decide(content, category, candidates, related=s.fact_related_similarity,
                               duplicate=s.fact_duplicate_similarity)
-            if decision.action == "unchanged" and decision.target and decision.target.category != category:
-                decision = Decision("updated", decision.target, "same words, new category")
         if decision.action == "created" and len(rows) >= self.settings.max_active_facts:
             raise TooManyFactsError(
                 f"this user already has {len(rows)} active facts; the limit is {self.settings.max_active_facts}",

@@ -28,10 +28,15 @@ def cand(content: str, sim: float, category: str = "preference") -> Candidate:
     return Candidate(uuid.uuid4(), category, content, sim)
 
 
-def test_rule_same_words_is_unchanged_whatever_the_case_and_punctuation():
-    d = decide("User prefers dark mode.", "preference", [cand("user prefers  DARK mode", 0.99)],
-               related=0.55, duplicate=0.9)
-    assert d.action == "unchanged"
+def test_rule_same_words_is_unchanged_or_a_rewording():
+    assert decide("User prefers dark mode", "preference", [cand("User prefers dark mode", 0.99)],
+                  related=0.55, duplicate=0.9).action == "unchanged"
+    reworded = decide("User prefers dark mode.", "preference", [cand("user prefers  DARK mode", 0.99)],
+                      related=0.55, duplicate=0.9)
+    assert reworded.action == "updated"
+    recategorised = decide("User prefers dark mode", "constraint", [cand("User prefers dark mode", 0.99)],
+                           related=0.55, duplicate=0.9)
+    assert recategorised.action == "updated"
 
 
 def test_rule_unrelated_or_other_category_creates():
@@ -85,8 +90,11 @@ def test_remember_creates_and_renders_with_the_rule(mm, user, thread):
 
 def test_same_fact_twice_is_one_row(mm, user, sql_conn):
     first = mm.remember(user, "stable_fact", "User works at Acme Corp")
-    again = mm.remember(user, "stable_fact", "user works at acme corp.")
+    again = mm.remember(user, "stable_fact", "User works at Acme Corp")
     assert again.action == "unchanged" and again.fact.id == first.fact.id
+    reworded = mm.remember(user, "stable_fact", "user works at acme corp.")
+    assert reworded.action == "updated" and reworded.fact.id == first.fact.id
+    assert reworded.fact.content == "user works at acme corp."
     assert active_rows(sql_conn, user) == 1
 
 
