@@ -203,7 +203,39 @@ def demo() -> None:
         run_demo(mm, click.echo)
 
 
-# -- chat: the interactive agent loop command is defined by memory.agent's owner here. --
+@main.command()
+@user_option
+@click.option("--thread", "-t", default="chat", show_default=True, help="Conversation thread to continue.")
+@click.option("--max-iterations", default=6, show_default=True, help="Tool-call rounds per turn.")
+@handle_errors
+def chat(user: str, thread: str, max_iterations: int) -> None:
+    """Chat with the configured model, with memory and tools (Ctrl-D to quit)."""
+    from .agent import MemoryAgent
+    from .llm import chat_model_from_env
+
+    model = chat_model_from_env()
+    if model is None:
+        fail("no chat model is configured: set AGENTMEM_LLM_MODEL (and AGENTMEM_LLM_BASE_URL for an "
+             "OpenAI-compatible server such as Ollama, vLLM or llama.cpp; AGENTMEM_LLM_API_KEY if it needs one). "
+             "`agentmem demo` runs a scripted session without a model.", EXIT_USAGE)
+    with open_manager() as mm:
+        agent = MemoryAgent(mm, model=model, summary_model=model, max_iterations=max_iterations)
+        click.echo(f"chatting as {user!r} in thread {thread!r}; Ctrl-D to quit", err=True)
+        while True:
+            try:
+                line = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
+            except (EOFError, click.Abort):
+                click.echo("", err=True)
+                return
+            if not line.strip():
+                continue
+            result = agent.run(line, user, thread)
+            for c in result.tool_calls:
+                click.echo(f"  [tool {c.name} -> {c.status}]", err=True)
+            click.echo(f"  [context {result.status.percent:.0f} % {result.status.status}]", err=True)
+            click.echo(f"agent> {result.answer}")
+
+
 
 
 @main.command()
