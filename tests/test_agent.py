@@ -13,7 +13,7 @@ from langchain_core.language_models.fake_chat_models import FakeMessagesListChat
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatResult
 
-from memory import MemoryManager
+from memory import LLMError, MemoryManager
 from memory.agent import MEMORY_TOOLS, MemoryAgent
 from memory.scripted import LABEL, ScriptedChatModel
 from toolbox import Toolbox
@@ -52,16 +52,27 @@ class Recording(FakeMessagesListChatModel):
         return super()._generate(messages, *args, **kwargs)
 
 
-class RateLimited(BaseChatModel):
-    """A primary model that is always rate limited."""
+_REQUEST = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+PRIMARY_FAILURES = {
+    "rate_limit": lambda: openai.RateLimitError("rate limited", response=httpx.Response(429, request=_REQUEST),
+                                                body=None),
+    "server_error": lambda: openai.InternalServerError("bad gateway", response=httpx.Response(502, request=_REQUEST),
+                                                       body=None),
+    "timeout": lambda: openai.APITimeoutError(request=_REQUEST),
+}
+
+
+class FailingPrimary(BaseChatModel):
+    """A primary model that always fails the same way."""
+
+    failure: str = "rate_limit"
 
     @property
     def _llm_type(self) -> str:
-        return "rate-limited"
+        return "failing"
 
     def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-        request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
-        raise openai.RateLimitError("rate limited", response=httpx.Response(429, request=request), body=None)
+        raise PRIMARY_FAILURES[self.failure]()
 
 
 def call(name: str, **args: Any) -> AIMessage:
@@ -131,12 +142,26 @@ def test_wall_time_bound_forces_a_final_answer(mm, toolbox, user, thread):
     assert result.iterations == 0 and result.forced_final and result.answer == "never used"
 
 
-def test_failing_primary_switches_to_fallback(mm, toolbox, user, thread):
+@pytest.mark.parametrize("failure", sorted(PRIMARY_FAILURES))
+def test_failing_primary_switches_to_fallback(mm, toolbox, user, thread, failure):
     fallback = Recording(responses=[AIMessage("answer from the fallback model")])
-    agent = MemoryAgent(mm, toolbox, RateLimited(), fallback_model=fallback, extract_with_model=False)
+    agent = MemoryAgent(mm, toolbox, FailingPrimary(failure=failure), fallback_model=fallback,
+                        extract_with_model=False)
     result = agent.run("hello", user, thread)
     assert result.answer == "answer from the fallback model"
     assert len(fallback.seen) == 1
+
+
+def test_a_non_transient_primary_error_is_not_hidden_by_the_fallback(mm, toolbox, user, thread):
+    class Broken(FailingPrimary):
+        def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+            raise ValueError("a bug, not an outage")
+
+    fallback = Recording(responses=[AIMessage("should not be used")])
+    agent = MemoryAgent(mm, toolbox, Broken(), fallback_model=fallback, extract_with_model=False)
+    with pytest.raises(LLMError, match="a bug, not an outage"):
+        agent.run("hello", user, thread)
+    assert fallback.seen == []
 
 
 def _small_window(mm: MemoryManager, window: int) -> MemoryManager:
