@@ -75,7 +75,7 @@ def server_settings(conn: psycopg.Connection, names: Sequence[str]) -> dict[str,
 
 def environment() -> dict[str, Any]:
     return {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
-            "argv": " ".join(sys.argv)}
+            "argv": " ".join(sys.argv), "loadavg_at_end": os.getloadavg()}
 
 
 # -- timing -------------------------------------------------------------------------
@@ -128,6 +128,12 @@ def write_json(path: str | None, payload: dict[str, Any]) -> None:
     payload = dict(payload, environment=environment())
     Path(path).write_text(json.dumps(payload, indent=2, default=str))
     print(f"\nJSON written to {path}")
+
+
+def print_load() -> None:
+    """The machine is shared: say how busy it was, next to the figures."""
+    print(f"\nload average (1/5/15 min) at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} "
+          f"on {os.cpu_count()} CPUs")
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:

@@ -45,7 +45,7 @@ from psycopg.types.json import Jsonb
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
 from _common import (Timer, base_parser, embedded_server, log, open_manager, percentiles,  # noqa: E402
-                     print_table, write_json)
+                     print_load, print_table, write_json)
 
 from memory import MiniLMEmbedder  # noqa: E402
 
@@ -241,6 +241,7 @@ def main() -> None:
         print(f"\nEXPLAIN ANALYZE, {title} query at {sizes[-1]:,} rows "
               f"(hnsw.iterative_scan = strict_order, as agentmem sets it):\n{plan}")
     print("\n" + store_sql_note)
+    print_load()
     write_json(args.json, {"sizes": sizes, "k": args.k, "queries": args.queries, "users": args.users,
                            "base_sentences": len(base), "noise": args.noise, "results": results, "loads": loads,
                            "embed_one_query": one, "plans": plans})
