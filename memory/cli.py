@@ -526,6 +526,32 @@ def purge(as_json: bool) -> None:
     _counts_table("purged expired rows", counts)
 
 
+@main.command("create-app-role")
+@click.argument("role")
+@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True, envvar="AGENTMEM_APP_PASSWORD",
+              help="Password of the role (prompted; env AGENTMEM_APP_PASSWORD).")
+@json_option
+@handle_errors
+def create_app_role(role: str, password: str, as_json: bool) -> None:
+    """Create the non-owner login ROLE applications connect as; row-level security binds it.
+
+    Run as the schema owner. Point the application's AGENTMEM_DATABASE_URL at the
+    role: every transaction then sees only the rows of the user it is scoped to.
+    """
+    from .isolation import create_app_role as create
+
+    with open_manager() as mm:
+        made = create(mm.db.conninfo, role, password, schema=mm.db.schema)
+    out = {"role": made.name, "schema": mm.db.schema, "row_level_security": made.user_tables,
+           "shared_tables": made.shared_tables, "read_only_tables": made.read_only_tables}
+    if as_json:
+        return emit_json(out)
+    table(f"role {made.name} on schema {mm.db.schema}", ["tables", "access"],
+          [(", ".join(made.user_tables), "read/write, own rows only (row-level security)"),
+           (", ".join(made.shared_tables), "read/write, shared (no user data)"),
+           (", ".join(made.read_only_tables), "read only")])
+
+
 # -- bench ------------------------------------------------------------------------------------
 def bench_dir() -> Path:
     import os

@@ -8,6 +8,7 @@ cannot pass for isolation.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any, Callable
 
@@ -199,3 +200,21 @@ def test_create_app_role_is_idempotent_and_refuses_privileged_roles(pg_uri, mm, 
     with pytest.raises(ConfigurationError):
         create_app_role(pg_uri, "agentmem_nowhere", "x", schema="no_such_schema")
     create_app_role(pg_uri, APP_ROLE, "app-secret-1", schema=mm.db.schema)  # restore for other tests
+
+
+def test_cli_creates_the_app_role(pg_uri, mm, sql_conn):
+    from click.testing import CliRunner
+
+    from memory.cli import main
+
+    role = f"agentmem_cli_{uuid.uuid4().hex[:6]}"
+    env = {"AGENTMEM_DATABASE_URL": pg_uri, "AGENTMEM_SCHEMA": mm.db.schema, "AGENTMEM_EMBEDDER": "hash",
+           "AGENTMEM_APP_PASSWORD": "cli-secret"}
+    result = CliRunner().invoke(main, ["create-app-role", role, "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["role"] == role and "fact_memory" in out["row_level_security"]
+    assert "cli-secret" not in result.output
+    assert sql_conn.execute("SELECT rolbypassrls FROM pg_roles WHERE rolname = %s", (role,)).fetchone() == (False,)
+    bad = CliRunner().invoke(main, ["create-app-role", "postgres", "--json"], env=env)
+    assert bad.exit_code != 0 and "BYPASSRLS" in bad.output
