@@ -39,6 +39,7 @@ from longmem_data import Dataset, Question, generate, message_times  # noqa: E40
 
 from memory import MemoryManager, MiniLMEmbedder  # noqa: E402
 from memory.search import DEFAULT_WEIGHTS, MemoryHit, SearchWeights, _rank  # noqa: E402
+from memory.search_tools import format_hits  # noqa: E402
 from memory.tokens import count_tokens  # noqa: E402
 
 QTYPES = ("single", "context", "multi", "temporal")
@@ -205,12 +206,12 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
         cut = {q.qid: [h for h in hybrid[q.qid] if h.score >= t] for q in qs}
         return recall(cut, qs, evidence, 5)
 
-    grid = [round(0.30 + 0.025 * i, 3) for i in range(21)]
+    grid = [round(0.25 + 0.025 * i, 3) for i in range(17)]
     un = {p: [q for q in data.questions if q.qtype == "unanswerable" and q.pool == p] for p in ("tune", "heldout")}
     ans = {p: pooled(data, p) for p in ("tune", "heldout")}
     best = max(grid, key=lambda t: reject_rate(un["tune"], t) + kept_recall(ans["tune"], t))
     rows = []
-    for t in sorted({grid[0], best, grid[len(grid) // 2], grid[-1]}):
+    for t in sorted({0.3, 0.35, 0.4, 0.45, 0.5, best}):
         rows.append([f"min_score={t}" + (" (chosen on tune)" if t == best else "")]
                     + [v for p in ("tune", "heldout") for v in (reject_rate(un[p], t), kept_recall(ans[p], t))])
     ua = [top[q.qid] for q in data.questions if q.qtype == "unanswerable"]
@@ -222,17 +223,13 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
     out["threshold"] = dict(best=best, rows=rows)
 
     # Context cost: the top-10 hits against the whole history.
-    def render(h: MemoryHit) -> str:
-        when = h.created_at.strftime("%Y-%m-%d") if h.created_at else ""
-        return f"[{when} {h.thread_id or ''}] {h.role or h.kind}: {h.content}"
-
     hist_tokens = {}
     for u in data.users:
         lines = [f"[{at:%Y-%m-%d}] {r}: {c}" for s in u.sessions for (r, c), at in zip(s.messages, message_times(s))]
         hist_tokens[u.user] = count_tokens("\n".join(lines)).tokens
-    ctx = [count_tokens("\n".join(render(h) for h in hybrid[q.qid][:10])).tokens for q in data.questions]
+    ctx = [count_tokens(format_hits(hybrid[q.qid][:10])).tokens for q in data.questions]
     full = [hist_tokens[q.user] for q in data.questions]
-    print(f"\n[{phase}] context tokens per question: top-10 hits {statistics.fmean(ctx):,.0f} "
+    print(f"\n[{phase}] context tokens per question: top-10 hits as the search_memory tool renders them {statistics.fmean(ctx):,.0f} "
           f"vs full history {statistics.fmean(full):,.0f} ({statistics.fmean(full) / statistics.fmean(ctx):.0f}x less); "
           f"search latency p50 {out['latency_ms_p50']:.1f} ms")
     out["tokens"] = dict(top10=statistics.fmean(ctx), full=statistics.fmean(full))
@@ -282,7 +279,7 @@ def write_path(uri: str, embedder: Any, n: int) -> list[list[Any]]:
 def main() -> None:
     parser = base_parser(__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 users and fewer settings")
-    parser.add_argument("--write-n", type=int, default=400, help="messages per write-path measurement")
+    parser.add_argument("--write-n", type=int, default=200, help="messages per write-path measurement")
     args = parser.parse_args()
     data = generate(seed=args.seed, n_users=2 if args.quick else 4)
     n_turns = [sum(len(s.messages) for s in u.sessions) // 2 for u in data.users]

@@ -62,6 +62,7 @@ class SearchWeights:
 
     keyword_weight: float = 0.5
     neighbour_weight: float = 0.5
+    min_terms: float = 2.0
     time_boost: float = 0.15
     fusion: str = "linear"  # or "rrf"
     rrf_k: int = 60
@@ -108,7 +109,8 @@ idf AS (
 kw AS (
     SELECT matched.key,
            sum(idf.idf * CASE WHEN matched.tsv_a @@ idf.tq THEN 1.0 ELSE %(nw)s END)
-           / nullif((SELECT sum(idf) FROM idf), 0) AS ks
+           / nullif(greatest((SELECT sum(idf) FROM idf),
+                             %(min_terms)s * ln(1 + ((SELECT count(*) FROM base) + 0.5) / 0.5)), 0) AS ks
     FROM matched JOIN idf ON matched.tsv @@ idf.tq GROUP BY matched.key
 ),
 vec AS (
@@ -228,7 +230,7 @@ class SearchMixin(StoreBase):
             lexemes = conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", (text,)).fetchone()
             lexq = [_tsquery_literal(x) for x in (lexemes[0] if lexemes else [])]
             params = dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, nw=w.neighbour_weight,
-                          lexq=lexq, tsq=" | ".join(lexq) or None)
+                          min_terms=w.min_terms, lexq=lexq, tsq=" | ".join(lexq) or None)
             with conn.cursor(row_factory=dict_row) as cur:
                 for kind in kinds:
                     for row in cur.execute(_STATEMENTS[kind], params).fetchall():

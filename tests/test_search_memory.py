@@ -174,3 +174,45 @@ def test_time_expressions(phrase: str, start: datetime, end: datetime) -> None:
 def test_no_time_expression_no_range() -> None:
     assert parse_time_range("what may I cook with leeks", NOW) is None
     assert parse_time_range("march the project forward", NOW) is None
+
+
+def test_search_tool_binds_the_user_and_renders_references(mm: MemoryManager, user: str, thread: str) -> None:
+    from memory.search_tools import search_tools
+
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    chat(mm, other, thread, [("user", "My passport number is X1234567.")], NOW - timedelta(days=5))
+    chat(mm, user, thread, [("user", "My library card number is 55-0192.")], NOW - timedelta(days=5))
+    (tool,) = search_tools(mm, user, min_score=None)
+    out = tool("library card number", k=3)
+    assert "55-0192" in out and "X1234567" not in out and f"thread {thread}" in out
+    assert "X1234567" not in tool("passport number X1234567", k=20)
+    (strict,) = search_tools(mm, user, min_score=5.0)
+    assert strict("library card number").startswith("No matching memories")
+    with pytest.raises(InvalidInputError):
+        tool("library", since="last tuesday")
+
+
+def test_planted_fact_found_after_consolidation_real_model(real_mm: MemoryManager, user: str, thread: str) -> None:
+    """Real MiniLM: a paraphrased question finds the fact after its thread was consolidated."""
+    start = NOW - timedelta(days=200)
+    turns = []
+    for i in range(6):
+        turns += FILLER
+        if i == 1:
+            turns += [("user", "By the way, my sister Hannah just moved to Lisbon for a new job."),
+                      ("assistant", "That's exciting news for her!")]
+    ids = chat(real_mm, user, thread, turns, start)
+    fact_id = ids[len(FILLER) * 2]
+    result = real_mm.summarize_conversation(thread, user, keep_recent=2)
+    assert result.summary is not None and fact_id in result.source_ids
+    sid = result.summary.summary_id
+
+    hits = real_mm.search_memory("Which city did my sibling relocate to?", user, k=5)
+    top = next(h for h in hits if h.kind == "message")
+    assert top.message_id == fact_id and top.summary_id == sid
+    assert any(h.kind == "summary" and h.summary_id == sid for h in hits)
+    # The agent can open it: the summary expands back to the original message.
+    assert fact_id in [m.id for m in real_mm.expand_summary(sid, user).messages]
+    # Unanswerable: clearly lower than the answerable question's best score.
+    none = real_mm.search_memory("What is the registration number of my boat?", user, k=5)
+    assert none[0].score < hits[0].score - 0.1
