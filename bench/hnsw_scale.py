@@ -113,19 +113,23 @@ def copy_binary_chunk(start_id: int, vectors: np.ndarray) -> bytes:
     return rows.tobytes()
 
 
-def load(conn: psycopg.Connection, sampler: MixtureSampler, rows: int, seed: int, chunk: int = 50_000) -> float:
+def load(conn: psycopg.Connection, sampler: MixtureSampler | MiniLMMixSampler, rows: int, seed: int,
+         chunk: int = 50_000) -> tuple[float, float]:
+    """Generate the vectors (timed apart), then COPY them in; returns (generate_s, copy_s)."""
     rng = np.random.default_rng(seed + 1)
     conn.execute(sql.SQL("CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({}) NOT NULL)")
                  .format(sql.Literal(DIM)))
+    with Timer() as gen:
+        chunks = [copy_binary_chunk(start + 1, sampler.sample(rng, min(chunk, rows - start)))
+                  for start in range(0, rows, chunk)]
     with Timer() as t:
         with conn.cursor().copy("COPY items (id, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.write(b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big"))
-            for start in range(0, rows, chunk):
-                n = min(chunk, rows - start)
-                copy.write(copy_binary_chunk(start + 1, sampler.sample(rng, n)))
+            for data in chunks:
+                copy.write(data)
             copy.write((-1).to_bytes(2, "big", signed=True))
         conn.commit()
-    return t.seconds
+    return gen.seconds, t.seconds
 
 
 def watch_progress(uri: str, stop: threading.Event, every_s: float = 60.0) -> None:
@@ -186,8 +190,8 @@ def main() -> None:
     with embedded_server(conf) as uri, psycopg.connect(uri) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         register_vector(conn)
-        load_s = load(conn, sampler, args.rows, args.seed)
-        log(f"loaded in {load_s:.1f}s ({args.rows / load_s:,.0f} rows/s)")
+        gen_s, load_s = load(conn, sampler, args.rows, args.seed)
+        log(f"generated in {gen_s:.1f}s, COPY in {load_s:.1f}s ({args.rows / load_s:,.0f} rows/s)")
         conn.autocommit = True
         conn.execute("VACUUM ANALYZE items")
         set_guc(conn, "maintenance_work_mem", args.maintenance_work_mem)
@@ -254,7 +258,8 @@ def main() -> None:
         rows.append(["exact (enable_indexscan=off)", ex["p50_ms"], ex["p95_ms"], 1.0, 1.0])
 
     print_table(f"HNSW build, {args.rows:,} rows x {DIM} dims", ["step", "seconds", "rows/s"],
-                [["load (binary COPY)", load_s, args.rows / load_s],
+                [["generate vectors (numpy)", gen_s, args.rows / gen_s],
+                 ["load (binary COPY)", load_s, args.rows / load_s],
                  [f"CREATE INDEX hnsw m={args.m} ef_construction={args.ef_construction}", build.seconds,
                   args.rows / build.seconds]])
     print(f"table {sizes[0]}, index {sizes[1]}; settings: {settings}")
@@ -262,7 +267,7 @@ def main() -> None:
                 rows)
     print("\nPlan (HNSW):\n" + plan_hnsw)
     print("\nPlan (exact):\n" + plan_exact)
-    result.update(load_s=load_s, build_s=build.seconds, table_size=sizes[0], index_size=sizes[1],
+    result.update(generate_s=gen_s, load_s=load_s, build_s=build.seconds, table_size=sizes[0], index_size=sizes[1],
                   m=args.m, ef_construction=args.ef_construction, settings=settings, search=per_ef,
                   exact=ex, plan_hnsw=plan_hnsw, plan_exact=plan_exact)
     print_load()
