@@ -90,7 +90,7 @@ def purge_expired(db: Database, settings: Settings, *, now: datetime | None = No
                       if "expires_at" in cols or settings.retention_days.get(t, 0) > 0]
         counts: dict[str, int] = {}
         for table in referencing_first(candidates, fks):
-            conds = []
+            conds: list[sql.Composable] = []
             params: list[Any] = []
             if "expires_at" in columns[table]:
                 conds.append(sql.SQL("t.expires_at <= %s"))
