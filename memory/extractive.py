@@ -170,8 +170,19 @@ def _label(units: Sequence[str], refs: dict[str, list[str]]) -> str:
     return fit_label(" ".join(words), [w for f in filler for w in f.split()])
 
 
-def extractive_summary(units: Sequence[str], *, max_chars: int = 4000) -> tuple[str, str]:
-    """(label, content) of the transcript ``units`` (one formatted message each)."""
+def extractive_budget(units: Sequence[str]) -> int:
+    """Characters for the chosen sentences: a quarter of the transcript, within [1200, 4000]."""
+    return max(1200, min(4000, sum(len(u) for u in units) // 4))
+
+
+def extractive_summary(units: Sequence[str], *, max_chars: int | None = None) -> tuple[str, str]:
+    """(label, content) of the transcript ``units`` (one formatted message each).
+
+    ``max_chars`` budgets the chosen sentences and the optional references (names,
+    numbers, paths); ids, dates and tools are always listed in full.
+    """
+    if max_chars is None:
+        max_chars = extractive_budget(units)
     buckets: list[list[_Sentence]] = [[], [], [], []]
     seen: set[str] = set()
     order = 0

@@ -116,7 +116,7 @@ class Summarizer:
 
     def __init__(self, model: Any | None = None, *, window_tokens: int = 8192, output_tokens: int = 1024,
                  timeout: float = 60.0, fallback: bool = True, token_model: str | None = None,
-                 max_chars: int = 4000) -> None:
+                 max_chars: int | None = None) -> None:
         self.model = model
         self.window_tokens = window_tokens
         self.output_tokens = output_tokens
