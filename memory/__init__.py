@@ -11,9 +11,15 @@ from .errors import AccessDeniedError, FactCategoryError, FactRejectedError, Fac
 from .fact_tools import ToolError, fact_tools
 from .facts import Remembered
 from .isolation import AppRole, create_app_role
+from .consolidation import ConsolidationResult, ExpandedSummary, Offload
 from .manager import MemoryManager
+from .memory_tools import memory_tools, register_memory_tools
+from .monitor import (ConsolidationAdvice, ContextStatus, ContextUsage, calculate_context_usage,
+                      monitor_context_window, should_consolidate)
 from .models import Entity, Fact, KnowledgeItem, Message, Summary, ToolLogEntry, Workflow
 from .settings import Settings
+from .summarizer import StructuredSummary, Summarizer
+from .tokens import TokenCount, count_tokens
 
 __all__ = [
     "AgentMemError", "ConfigurationError", "Database", "DatabaseUnavailableError", "DimensionMismatchError",
@@ -22,4 +28,7 @@ __all__ = [
     "NotFoundError", "Settings", "Summary", "ToolLogEntry", "VectorExtensionMissingError", "Workflow", "connect",
     "AccessDeniedError", "AppRole", "Correction", "FactCategoryError", "FactRejectedError", "FactTooLongError", "Remembered",
     "ToolError", "TooManyFactsError", "create_app_role", "fact_tools",
+    "ConsolidationAdvice", "ConsolidationResult", "ContextStatus", "ContextUsage", "ExpandedSummary", "Offload",
+    "StructuredSummary", "Summarizer", "TokenCount", "calculate_context_usage", "count_tokens", "memory_tools",
+    "monitor_context_window", "register_memory_tools", "should_consolidate",
 ]
