@@ -384,6 +384,20 @@ def expand(summary_id: str, user: str, as_json: bool) -> None:
 
 
 @main.command()
+@click.argument("summary_id")
+@user_option
+@json_option
+@handle_errors
+def unconsolidate(summary_id: str, user: str, as_json: bool) -> None:
+    """Undo a consolidation: clear the marks on its messages and drop the summary (one transaction)."""
+    with open_manager() as mm:
+        cleared = mm.undo_consolidation(summary_id, user)
+    if as_json:
+        return emit_json({"summary_id": summary_id, "messages_restored": cleared})
+    console().print(f"summary {summary_id} dropped; {cleared} messages are live again")
+
+
+@main.command()
 @click.argument("query")
 @user_option
 @click.option("--type", "kinds", type=click.Choice(KINDS), multiple=True,
