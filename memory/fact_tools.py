@@ -1,30 +1,36 @@
 """The fact tools the model calls: remember, forget, recall.
 
 Plain typed functions (the docstring is the description, the signature the schema),
-bound to one user by :func:`fact_tools` so the model never chooses whose memory it
-writes. They never raise for a bad call: they return ``{"ok": False, "error": ...}``
-with a code, the problem and how to fix the call, which is what a model can act on.
+made by :func:`fact_tools` as closures over one manager and one user, so the model
+never chooses whose memory it writes; the user is a fixed id or a zero-argument
+callable (as in ``memory.memory_tools``), and :func:`register_fact_tools` puts them
+in a toolbox. They never raise for a bad call: they return the toolbox's structured
+error shape, ``{"status": "error", "error": code, "message": ..., "fix": ...}``,
+which says what rule was broken and how to fix the call.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
 
 from .errors import FactRejectedError, InvalidInputError, NotFoundError
 from .models import Fact
 
+UserRef = str | Callable[[], str]
+Category = Literal["preference", "constraint", "stable_fact"]
+
 
 @dataclass(frozen=True)
 class ToolError:
-    """A structured error for the model: what rule, what went wrong, how to fix the call."""
+    """A structured error for the model: which rule, what went wrong, how to fix the call."""
 
     code: str
     message: str
     fix: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": False, "error": asdict(self)}
+        return {"status": "error", "error": self.code, "message": self.message, "fix": self.fix}
 
 
 def tool_error(exc: Exception) -> ToolError:
@@ -40,42 +46,67 @@ def fact_dict(fact: Fact) -> dict[str, Any]:
             "since": fact.valid_from.date().isoformat(), "active": fact.active}
 
 
-def fact_tools(mm: Any, user_id: str) -> list[Callable[..., dict[str, Any]]]:
+def fact_tools(mm: Any, user_id: UserRef) -> list[Callable[..., dict[str, Any]]]:
     """``[remember, forget, recall]`` bound to ``user_id`` on manager ``mm``."""
 
-    def remember(category: str, content: str, replaces: str | None = None) -> dict[str, Any]:
+    def user() -> str:
+        return user_id() if callable(user_id) else user_id
+
+    def remember(category: Category, content: str, replaces: str | None = None) -> dict[str, Any]:
         """Save one durable fact about the user for future conversations.
 
-        Use only for things that stay true: a preference, a constraint, or a stable fact
-        (name, location, role). category: "preference", "constraint" or "stable_fact".
-        content: one sentence, at most 180 characters. A restated fact is updated and a
-        changed one replaces the old version automatically; pass replaces=<fact id> to
-        replace a specific fact explicitly.
+        Only for what stays true: a preference, a constraint, or a stable fact (name,
+        home town, role). A restated fact is updated and a changed one replaces the old
+        version automatically.
+
+        Args:
+            category: preference, constraint or stable_fact.
+            content: one sentence on one line, at most 180 characters.
+            replaces: id of a saved fact this one replaces (from recall), if any.
         """
         try:
-            done = mm.remember(user_id, category, content, replaces=replaces)
+            done = mm.remember(user(), category, content, replaces=replaces)
         except (InvalidInputError, NotFoundError) as exc:
             return tool_error(exc).to_dict()
-        out = {"ok": True, "action": done.action, "fact": fact_dict(done.fact)}
+        out = {"status": "ok", "action": done.action, "fact": fact_dict(done.fact)}
         if done.previous is not None and done.action == "superseded":
             out["replaced"] = fact_dict(done.previous)
         return out
 
     def forget(fact_id: str) -> dict[str, Any]:
-        """Stop using a saved fact (it is kept as history). fact_id comes from recall."""
+        """Stop using a saved fact; it is kept as history.
+
+        Args:
+            fact_id: the id of the fact, from recall.
+        """
         try:
-            return {"ok": True, "forgotten": fact_dict(mm.forget(fact_id, user_id))}
+            return {"status": "ok", "forgotten": fact_dict(mm.forget(fact_id, user()))}
         except (InvalidInputError, NotFoundError) as exc:
             return tool_error(exc).to_dict()
 
     def recall(query: str = "") -> dict[str, Any]:
-        """List the user's saved facts, most relevant to query first (all of them if query is empty)."""
+        """List the user's saved facts with their ids, most relevant first.
+
+        Args:
+            query: what to look for; empty lists every saved fact.
+        """
         try:
-            facts = mm.recall(user_id, query or None, k=max(mm.settings.max_active_facts, 1))
+            facts = mm.recall(user(), query or None, k=max(mm.settings.max_active_facts, 1))
         except (InvalidInputError, NotFoundError) as exc:
             return tool_error(exc).to_dict()
-        return {"ok": True, "facts": [fact_dict(f) for f in facts]}
+        return {"status": "ok", "facts": [fact_dict(f) for f in facts]}
 
     # The docstring promises the configured limit, not the default.
     remember.__doc__ = (remember.__doc__ or "").replace("180", str(mm.settings.fact_max_chars))
     return [remember, forget, recall]
+
+
+def register_fact_tools(toolbox: Any, mm: Any, user_id: UserRef, *, pin: bool = False) -> list[str]:
+    """Register remember, forget and recall in ``toolbox`` (optionally pinned); returns their names."""
+    names = []
+    for fn in fact_tools(mm, user_id):
+        toolbox.register_tool(fn, name=fn.__name__)
+        if pin:
+            toolbox.pin(fn.__name__)
+        names.append(fn.__name__)
+    return names

@@ -9,6 +9,8 @@ import pytest
 
 from memory import (FactCategoryError, FactRejectedError, FactTooLongError, InvalidInputError, MemoryManager,
                     NotFoundError, TooManyFactsError, fact_tools)
+from memory.fact_tools import register_fact_tools
+from memory.models import FACT_CATEGORIES
 from memory.fact_rules import Candidate, decide, negated, values
 from memory.formatting import FACTS, FACTS_RULE, split_sections
 
@@ -215,27 +217,43 @@ def test_tools_return_structured_errors_and_results(mm, user):
     remember, forget, recall = fact_tools(mm, user)
     assert remember.__doc__ and str(mm.settings.fact_max_chars) in remember.__doc__
     bad = remember("preference", "w" * 300)
-    assert bad["ok"] is False and bad["error"]["code"] == "fact_too_long"
-    assert "300 characters" in bad["error"]["message"] and "shorten" in bad["error"]["fix"]
-    assert remember("feelings", "x")["error"]["code"] == "invalid_category"
-    assert remember("preference", "bad\x00byte")["error"]["code"] == "invalid_input"
+    assert bad["status"] == "error" and bad["error"] == "fact_too_long"
+    assert "300 characters" in bad["message"] and "shorten" in bad["fix"]
+    assert remember("feelings", "x")["error"] == "invalid_category"
+    assert remember("preference", "bad\x00byte")["error"] == "invalid_input"
     ok = remember("preference", "User prefers metric units")
-    assert ok["ok"] and ok["action"] == "created"
+    assert ok["status"] == "ok" and ok["action"] == "created"
     listed = recall("")
     assert [f["content"] for f in listed["facts"]] == ["User prefers metric units"]
-    assert forget("not-a-uuid")["error"]["code"] == "invalid_input"
-    assert forget(str(uuid.uuid4()))["error"]["code"] == "not_found"
-    assert forget(ok["fact"]["id"])["ok"] and recall("")["facts"] == []
+    assert forget("not-a-uuid")["error"] == "invalid_input"
+    assert forget(str(uuid.uuid4()))["error"] == "not_found"
+    assert forget(ok["fact"]["id"])["status"] == "ok" and recall("")["facts"] == []
 
 
 def test_tools_are_bound_to_their_user(mm, user):
     other = f"other-{uuid.uuid4().hex[:8]}"
     mine = fact_tools(mm, user)
-    theirs = fact_tools(mm, other)
+    current = {"user": other}
+    theirs = fact_tools(mm, lambda: current["user"])  # a loop serving many users binds a callable
     fact_id = mine[0]("stable_fact", "User is a pilot")["fact"]["id"]
     assert theirs[2]("pilot")["facts"] == []
-    assert theirs[1](fact_id)["error"]["code"] == "not_found"
-    assert mine[2]("pilot")["facts"][0]["id"] == fact_id
+    assert theirs[1](fact_id)["error"] == "not_found"
+    current["user"] = user
+    assert theirs[2]("pilot")["facts"][0]["id"] == fact_id
+
+
+def test_tools_run_through_a_toolbox(mm, user):
+    toolbox = pytest.importorskip("toolbox")
+    tb = toolbox.Toolbox(mm, namespace=f"facts-{uuid.uuid4().hex[:6]}")
+    assert register_fact_tools(tb, mm, user, pin=True) == ["remember", "forget", "recall"]
+    schema = {t["function"]["name"]: t["function"] for t in tb.openai_tools("save a preference", k=3)}
+    assert schema["remember"]["parameters"]["properties"]["category"]["enum"] == list(FACT_CATEGORIES)
+    result = tb.execute({"name": "remember", "args": {"category": "constraint", "content": "y" * 400}, "id": "r1"},
+                        user_id=user)
+    assert "fact_too_long" in result.content and "shorten" in result.content
+    result = tb.execute({"name": "remember", "args": {"category": "constraint", "content": "No calls after 8pm"},
+                         "id": "r2"}, user_id=user)
+    assert result.status == "ok" and [f.content for f in mm.read_facts(user)] == ["No calls after 8pm"]
 
 
 # -- corrections -------------------------------------------------------------------------
