@@ -140,7 +140,18 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument("--seed", type=int, default=7, help="random seed for generated data")
+    parser.add_argument("--torch-threads", type=int, default=0,
+                        help="torch intra-op threads for MiniLM (0: torch's default, one per core)")
     return parser
+
+
+def apply_torch_threads(n: int) -> int:
+    """Set torch's intra-op thread count if ``n`` > 0; return the count in effect."""
+    import torch
+
+    if n > 0:
+        torch.set_num_threads(n)
+    return int(torch.get_num_threads())
 
 
 def log(msg: str) -> None:

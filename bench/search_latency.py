@@ -44,8 +44,9 @@ from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
-from _common import (Timer, base_parser, embedded_server, log, open_manager, percentiles,  # noqa: E402
-                     print_load, print_table, write_json)
+from _common import (  # noqa: E402
+    Timer, apply_torch_threads, base_parser, embedded_server, log, open_manager, percentiles, print_load,
+    print_table, write_json)
 
 from memory import MiniLMEmbedder  # noqa: E402
 
@@ -149,6 +150,8 @@ def main() -> None:
 
     log("loading MiniLM and the sentence corpus")
     minilm = MiniLMEmbedder()
+    threads = apply_torch_threads(args.torch_threads)
+    log(f"torch intra-op threads: {threads}")
     pool = _corpus.sentences(args.base + args.queries)
     base, held_out = pool[:args.base], pool[args.base:]
     with Timer() as t_embed:
@@ -242,7 +245,8 @@ def main() -> None:
               f"(hnsw.iterative_scan = strict_order, as agentmem sets it):\n{plan}")
     print("\n" + store_sql_note)
     print_load()
-    write_json(args.json, {"sizes": sizes, "k": args.k, "queries": args.queries, "users": args.users,
+    write_json(args.json, {"torch_threads": threads, "sizes": sizes, "k": args.k, "queries": args.queries,
+                           "users": args.users,
                            "base_sentences": len(base), "noise": args.noise, "results": results, "loads": loads,
                            "embed_one_query": one, "plans": plans})
 

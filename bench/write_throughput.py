@@ -31,8 +31,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
-from _common import (Timer, base_parser, embedded_server, log, open_manager, print_load,  # noqa: E402
-                     print_table, write_json)
+from _common import (  # noqa: E402
+    Timer, apply_torch_threads, base_parser, embedded_server, log, open_manager, print_load, print_table,
+    write_json)
 
 from memory import MemoryManager, MiniLMEmbedder  # noqa: E402
 from memory.conversation import embedding_text  # noqa: E402
@@ -92,6 +93,8 @@ def main() -> None:
 
     log("loading MiniLM and the sentence corpus")
     minilm = MiniLMEmbedder()
+    threads = apply_torch_threads(args.torch_threads)
+    log(f"torch intra-op threads: {threads}")
     messages = make_messages(rng, _corpus.sentences(3000), args.messages)
     texts = [embedding_text(m["role"], m["content"]) for m in messages]
     minilm.embed(texts[:8])  # load and warm the model outside any timing
@@ -137,7 +140,7 @@ def main() -> None:
                 ["mode", "batch", "msg/s", "ms/msg", "raw embed msg/s before/after", "ratio", "model calls"], rows)
     print("(ratio = written msg/s / mean raw MiniLM msg/s on the same texts at the same batch size)")
     print_load()
-    write_json(args.json, {"messages": args.messages, "mean_chars": float(chars),
+    write_json(args.json, {"torch_threads": threads, "messages": args.messages, "mean_chars": float(chars),
                            "raw_embed_msg_per_s": {str(b): v for b, v in raw_all.items()}, "writes": results})
 
 
