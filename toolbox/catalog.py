@@ -65,7 +65,8 @@ def search_tools(mm: MemoryManager, query: str, namespace: str = "default", k: i
     qvec = mm.embeddings.embed([query[:4000]])[0]
     ranked_vec = store.vector_ranking(mm.db, namespace, names, qvec, pool)
     tsq = keyword_query(query)
-    ranked_kw = store.keyword_ranking(mm.db, namespace, names, tsq, pool) if tsq else []
+    ranked_kw = [n for n, _ in store.keyword_ranking(mm.db, namespace, names, tsq.replace(" | ", " "), tsq, pool)
+                 ] if tsq else []
     sims: dict[str, Any] = dict(ranked_vec)
     order = fuse_rankings([[n for n, _ in ranked_vec], ranked_kw], list(DEFAULT_WEIGHTS), k=DEFAULT_RRF_K)
     out = []
