@@ -9,10 +9,12 @@
    budget; at the hard limit (default 95 %) consolidate automatically, keeping the
    latest turn live, so a loop never overflows (the safety net; normally the agent
    consolidates itself when it sees warning/critical);
-3. retrieve the tools for the message; at warning/critical the memory tools
-   (``summarize_and_store``, ``expand_summary``) are offered whatever the query;
-4. store the user's message, build the prompt inside the budget (``ContextBuilder``)
-   with the monitor's status line in it;
+3. retrieve the tools for the message among everything registered (the memory
+   tools ``summarize_and_store`` / ``expand_summary``, the fact tools ``remember`` /
+   ``forget`` / ``recall`` and ``search_memory`` are registered too); at
+   warning/critical the memory tools are offered whatever the query;
+4. build the prompt inside the budget (``ContextBuilder``) with the monitor's status
+   line in it, then store the user's message;
 5. loop model -> tool calls -> tool results, storing every assistant and tool message,
    bounded by ``max_iterations`` and ``max_seconds``; at the bound the model is asked
    for a final answer with tools disabled;
@@ -120,9 +122,13 @@ class MemoryAgent:
             toolbox = Toolbox(mm)
         self.toolbox = toolbox
         if register_memory_tools:
+            from .fact_tools import register_fact_tools
             from .memory_tools import register_memory_tools as register
+            from .search_tools import register_search_tools
 
             register(toolbox, mm, current_user, thread_id=current_thread, model=summary_model)
+            register_fact_tools(toolbox, mm, current_user)
+            register_search_tools(toolbox, mm, current_user)
 
     # -- gathering ---------------------------------------------------------------------
     def _parts(self, message: str, uid: str, tid: str) -> ContextParts:
