@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Timer, base_parser, embedded_server, log, open_manager, print_table, write_json  # noqa: E402
+from _common import Timer, apply_torch_threads, base_parser, embedded_server, log, open_manager, print_table, write_json  # noqa: E402
 from longmem_data import Dataset, Question, generate, message_times  # noqa: E402
 
 from memory import MemoryManager, MiniLMEmbedder  # noqa: E402
@@ -236,43 +236,53 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
     return out
 
 
-def write_path(uri: str, embedder: Any, n: int) -> list[list[Any]]:
-    """Messages/s of single-message writes with and without the window trigger, and embedding modes."""
-    rows = []
+def write_path(uri: str, embedder: Any, n: int, rounds: int = 3) -> list[list[Any]]:
+    """Messages/s of writes with and without the window trigger, and of the embedding modes.
+
+    Insert rates are the median of ``rounds`` interleaved rounds (trigger on, off, on,
+    off, ...) so that load from other processes hits both sides alike.
+    """
     stamp = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
     def texts(tag: str) -> list[str]:
         return [f"{tag} message {i}: the quick note number {i * 7919 % 10007} about item {i}" for i in range(n)]
 
-    for schema, trigger in (("wp_window", True), ("wp_plain", False)):
-        mm = open_manager(uri, schema=schema, embedder=embedder)
-        if not trigger:
-            with mm.db.connection() as conn:
-                conn.execute("ALTER TABLE conversational_memory DISABLE TRIGGER conversational_context_insert")
+    managers = {True: open_manager(uri, schema="wp_window", embedder=embedder),
+                False: open_manager(uri, schema="wp_plain", embedder=embedder)}
+    with managers[False].db.connection() as conn:
+        conn.execute("ALTER TABLE conversational_memory DISABLE TRIGGER conversational_context_insert")
+    rates: dict[tuple[int, bool], list[float]] = {}
+    for r in range(rounds):
         for batch in (1, 20):
-            msgs = texts(f"{schema}-{batch}")
-            with Timer() as t:
-                for i in range(0, n, batch):
-                    mm.write_messages("wp-user", f"t{i % 5}", [dict(role="user", content=c, created_at=stamp + timedelta(seconds=j))
-                                                               for j, c in enumerate(msgs[i:i + batch], start=i)],
-                                      embed=False)
-            rows.append([f"insert, no embedding, {batch}/call", "on" if trigger else "off", n / t.seconds])
-        if trigger:
-            msgs = texts("embed-now")
-            with Timer() as t:
-                for i, c in enumerate(msgs):
-                    mm.write_messages("wp-user2", "t", [dict(role="user", content=c)])
-            rows.append(["insert + embed each message (1/call)", "on", n / t.seconds])
-            msgs = texts("embed-later")
-            with Timer() as t_ins:
-                for c in msgs:
-                    mm.write_messages("wp-user3", "t", [dict(role="user", content=c)], embed=False)
-            with Timer() as t_emb:
-                done = mm.embed_pending_messages("wp-user3")
-            assert done == n
-            rows.append(["insert now, embed later in batches of 256", "on", n / (t_ins.seconds + t_emb.seconds)])
-            rows.append(["  of which the write path alone", "on", n / t_ins.seconds])
-        mm.close()
+            for trigger, mm in managers.items():
+                msgs = texts(f"r{r}-{batch}")
+                with Timer() as t:
+                    for i in range(0, n, batch):
+                        mm.write_messages(f"wp-{r}", f"t{i % 5}", [
+                            dict(role="user", content=c, created_at=stamp + timedelta(seconds=j))
+                            for j, c in enumerate(msgs[i:i + batch], start=i)], embed=False)
+                rates.setdefault((batch, trigger), []).append(n / t.seconds)
+    rows: list[list[Any]] = []
+    for batch in (1, 20):
+        on, off = statistics.median(rates[(batch, True)]), statistics.median(rates[(batch, False)])
+        rows.append([f"insert, no embedding, {batch}/call", off, on, f"{on / off - 1:+.0%}"])
+    mm = managers[True]
+    msgs = texts("embed-now")
+    with Timer() as t_now:
+        for c in msgs:
+            mm.write_messages("wp-embed-now", "t", [dict(role="user", content=c)])
+    msgs = texts("embed-later")
+    with Timer() as t_ins:
+        for c in msgs:
+            mm.write_messages("wp-embed-later", "t", [dict(role="user", content=c)], embed=False)
+    with Timer() as t_emb:
+        done = mm.embed_pending_messages("wp-embed-later")
+    assert done == n
+    rows.append(["insert + embed each message (1/call)", "", n / t_now.seconds, ""])
+    rows.append(["insert (1/call), embed later in batches", "", n / (t_ins.seconds + t_emb.seconds), ""])
+    rows.append(["  of which the write path alone", "", n / t_ins.seconds, ""])
+    for m in managers.values():
+        m.close()
     return rows
 
 
@@ -280,7 +290,14 @@ def main() -> None:
     parser = base_parser(__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 users and fewer settings")
     parser.add_argument("--write-n", type=int, default=200, help="messages per write-path measurement")
+    # One torch thread by default: on a shared 2-core machine torch's default (one per
+    # core) spin-waits and embeds a single sentence several times slower.
+    parser.set_defaults(torch_threads=1)
     args = parser.parse_args()
+    import signal
+
+    apply_torch_threads(args.torch_threads)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the embedded server on kill
     data = generate(seed=args.seed, n_users=2 if args.quick else 4)
     n_turns = [sum(len(s.messages) for s in u.sessions) // 2 for u in data.users]
     print(f"dataset: {len(data.users)} users, {data.n_messages} messages ({min(n_turns)}-{max(n_turns)} turns per user), "
@@ -293,8 +310,9 @@ def main() -> None:
     with embedded_server() as uri:
         log("write path")
         rows = write_path(uri, embedder, args.write_n)
-        print_table("write path: messages/s (MiniLM, one embedded PostgreSQL, shared 2-core machine)",
-                    ["operation", "window trigger", "messages/s"], rows)
+        print_table("write path: messages/s (MiniLM, one embedded PostgreSQL, shared 2-core machine; "
+                    "insert rates: median of 3 interleaved rounds)",
+                    ["operation", "window off", "window on", "cost"], rows)
         results["write_path"] = rows
 
         mm = open_manager(uri, schema="lm_before", embedder=embedder)
@@ -303,8 +321,10 @@ def main() -> None:
               f"({loaded['messages'] / loaded['seconds']:.0f} messages/s, one batch per session, MiniLM)")
         results["before"] = evaluate(mm, data, loaded["evidence"], "before consolidation", args.quick)
         mm.close()
+        service = mm.embeddings
 
         mm = open_manager(uri, schema="lm_after", embedder=embedder)
+        mm.embeddings = service  # same model: reuse its cache (the texts were embedded before)
         if not hasattr(mm, "summarize_conversation"):
             print("\nconsolidation is not available in this tree: 'after consolidation' not measured")
         else:

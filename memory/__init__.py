@@ -16,6 +16,8 @@ from .manager import MemoryManager
 from .memory_tools import memory_tools, register_memory_tools
 from .monitor import (ConsolidationAdvice, ContextStatus, ContextUsage, calculate_context_usage,
                       monitor_context_window, should_consolidate)
+from .search import MemoryHit, SearchWeights
+from .search_tools import register_search_tools, search_tools
 from .models import Entity, Fact, KnowledgeItem, Message, Summary, ToolLogEntry, Workflow
 from .settings import Settings
 from .summarizer import StructuredSummary, Summarizer
@@ -31,4 +33,5 @@ __all__ = [
     "ConsolidationAdvice", "ConsolidationResult", "ContextStatus", "ContextUsage", "ExpandedSummary", "Offload",
     "StructuredSummary", "Summarizer", "TokenCount", "calculate_context_usage", "count_tokens", "memory_tools",
     "monitor_context_window", "register_memory_tools", "should_consolidate",
+    "MemoryHit", "SearchWeights", "register_search_tools", "search_tools",
 ]

@@ -18,7 +18,10 @@ Two signals per candidate, both absolute so scores mean the same across queries:
   the message at full weight, its neighbours in the thread at ``neighbour_weight``),
   so "Yes, I still use it every day" is found through the question it answers, while
   the hit is the message itself. A query word that appears nowhere lowers the score,
-  so an unanswerable question scores low instead of matching on one common word.
+  so an unanswerable question scores low instead of matching on one common word;
+  and the denominator is at least ``min_terms`` rare words' worth, so a query with a
+  single informative word ("what do I do for a living" -> "live") cannot reach full
+  keyword score by matching it.
 
 They are fused linearly (``score = vector + keyword_weight * keyword``); rank fusion
 with a flat constant is available (``fusion="rrf"``) for comparison, and
@@ -93,24 +96,26 @@ class MemoryHit:
         return int(self.id) if self.kind == "message" else None
 
 
-# One statement per kind. ``base`` is the user's rows under the filters, with the
-# keyword text (``tsv``) and its full-weight part (``tsv_a``); every candidate gets
-# both scores, candidates are the top ``pool`` of either signal.
+# One statement per kind. ``matched`` are the user's rows (under the filters) whose
+# keyword text (``tsv``, found through its gin index) has any query word; ``tsv_a``
+# is the full-weight part (the message itself, not its neighbours). Every candidate
+# gets both scores; candidates are the top ``pool`` of either signal.
 _SCORED = """
-WITH base AS (
-    SELECT {key} AS key, {tsv} AS tsv, {tsv_a} AS tsv_a FROM {source} WHERE {where}
+WITH lex AS (SELECT lq::tsquery AS tq FROM unnest(%(lexq)s::text[]) AS lq),
+total AS (SELECT count(*) AS n FROM {source} WHERE {where}),
+matched AS (
+    SELECT {key} AS key, {tsv} AS tsv, {tsv_a} AS tsv_a FROM {source}
+    WHERE {where} AND %(tsq)s::tsquery IS NOT NULL AND {tsv} @@ %(tsq)s::tsquery
 ),
-lex AS (SELECT lq::tsquery AS tq FROM unnest(%(lexq)s::text[]) AS lq),
-matched AS (SELECT key, tsv, tsv_a FROM base WHERE %(tsq)s::tsquery IS NOT NULL AND tsv @@ %(tsq)s::tsquery),
 idf AS (
-    SELECT lex.tq, ln(1 + ((SELECT count(*) FROM base) - d.n + 0.5) / (d.n + 0.5)) AS idf
+    SELECT lex.tq, ln(1 + ((SELECT n FROM total) - d.n + 0.5) / (d.n + 0.5)) AS idf
     FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM matched WHERE matched.tsv @@ lex.tq) d
 ),
 kw AS (
     SELECT matched.key,
            sum(idf.idf * CASE WHEN matched.tsv_a @@ idf.tq THEN 1.0 ELSE %(nw)s END)
            / nullif(greatest((SELECT sum(idf) FROM idf),
-                             %(min_terms)s * ln(1 + ((SELECT count(*) FROM base) + 0.5) / 0.5)), 0) AS ks
+                             %(min_terms)s * ln(1 + ((SELECT n FROM total) + 0.5) / 0.5)), 0) AS ks
     FROM matched JOIN idf ON matched.tsv @@ idf.tq GROUP BY matched.key
 ),
 vec AS (
