@@ -145,3 +145,44 @@ def test_memory_growth(vmm: MemoryManager, other_path: psycopg.Connection) -> No
     vmm.write_messages("ann", "t1", [{"role": r, "content": c} for r, c in MESSAGES])
     rows = select(other_path, vmm.db.schema, "memory_growth", " WHERE table_name = %s", "conversational_memory")
     assert sum(r["rows_added"] for r in rows) == len(MESSAGES)
+
+
+def readme_examples() -> list[tuple[list[str], list[str]]]:
+    """(statements, column headers) of each psql example in the README's DBA section."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text[text.index("## For DBAs"):]
+    section = section[:section.index("\n## ", 1)]
+    examples: list[tuple[list[str], list[str]]] = []
+    statements: list[str] = []
+    current: str | None = None
+    for line in section.splitlines():
+        if line.startswith("=> "):
+            current = line[3:]
+        elif current is not None and not current.endswith(";"):
+            current += " " + line.strip()
+        elif "|" in line and statements:
+            examples.append((statements, [c.strip() for c in line.split("|")]))
+            statements = []
+        if current is not None and current.endswith(";"):
+            statements.append(current)
+            current = None
+    return examples
+
+
+def test_readme_documents_every_view_with_runnable_examples(mm: MemoryManager, sql_conn: psycopg.Connection) -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for view in views.VIEWS:
+        assert f"`{view}`" in readme, view
+    examples = readme_examples()
+    assert len(examples) >= 3 and any("consolidation_status" in " ".join(s) for s, _ in examples)
+    assert mm.db.schema == "agent_memory"  # the README's queries name the default schema
+    with sql_conn.transaction():
+        for statements, header in examples:
+            for statement in statements:
+                cur = sql_conn.execute(statement.encode())
+            assert [d.name for d in cur.description] == header, statements[-1]
+            sql_conn.execute("RESET agentmem.context_window")
