@@ -41,7 +41,7 @@ _REFERENCE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ids", re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b|#\d+\b|\b[A-Za-z]+_?\d{3,}\b")),
     ("urls", re.compile(r"\bhttps?://[^\s)\]>\"']+")),
     ("emails", re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")),
-    ("paths", re.compile(r"(?<![\w@])(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|sql|md|json|ya?ml|toml|txt|csv|log|sh|cfg|ini)\b")),
+    ("paths", re.compile(r"(?<![\w@/])/?(?:[\w.-]*[A-Za-z_][\w.-]*/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|sql|md|json|ya?ml|toml|txt|csv|log|sh|cfg|ini)\b")),
     ("dates", re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|"
                          r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.? \d{1,2}(?:, \d{4})?\b")),
     ("numbers", re.compile(r"(?<![\w.])v?\d+(?:\.\d+){2,3}(?![\w.]*\w)")),
@@ -72,6 +72,13 @@ _STOPWORDS = {
 _SHARES = (0.40, 0.10, 0.20, 0.30)
 _MAX_SENTENCE_CHARS = 400
 _ALWAYS = ("ids", "dates", "tools")
+_PER_SHAPE = 2
+_SHAPE_DROP = re.compile(r"\S*\d\S*|\b[A-Z][\w-]*")
+
+
+def _shape(text: str) -> str:
+    """A sentence with its numbers, ids and capitalised words removed (its pattern)."""
+    return " ".join(_SHAPE_DROP.sub("", text).lower().split())
 
 
 @dataclass
@@ -213,12 +220,18 @@ def extractive_summary(units: Sequence[str], *, max_chars: int | None = None) ->
         budget = int(max_chars * _SHARES[idx])
         chosen: list[_Sentence] = []
         used = 0
+        shapes: Counter[str] = Counter()
         # Most specific first; ties go to the latest (decisions are refined over time).
+        # At most _PER_SHAPE sentences of one shape (same words, other numbers and
+        # names), so a repeated pattern cannot crowd out the rest; its ids and
+        # dates are still listed under Entities & References.
         for s in sorted(buckets[idx], key=lambda s: (-s.score, -s.order)):
             cost = len(s.bullet()) + 1
-            if used + cost > budget and chosen:
+            shape = _shape(s.text)
+            if (used + cost > budget and chosen) or shapes[shape] >= _PER_SHAPE:
                 continue
             chosen.append(s)
+            shapes[shape] += 1
             used += cost
         chosen.sort(key=lambda s: s.order)
         questions = [s for s in chosen if idx == 3 and s.text.endswith("?")]
