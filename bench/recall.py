@@ -213,13 +213,15 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
     rows = []
     for t in sorted({0.3, 0.35, 0.4, 0.45, 0.5, best}):
         rows.append([f"min_score={t}" + (" (chosen on tune)" if t == best else "")]
-                    + [v for p in ("tune", "heldout") for v in (reject_rate(un[p], t), kept_recall(ans[p], t))])
+                    + [v for p in ("tune", "heldout")
+                       for v in (reject_rate(un[p], t), 1 - reject_rate(ans[p], t), kept_recall(ans[p], t))])
     ua = [top[q.qid] for q in data.questions if q.qtype == "unanswerable"]
     aa = [top[q.qid] for q in data.questions if q.qtype != "unanswerable"]
     print(f"\n[{phase}] best hybrid score: answerable median {statistics.median(aa):.3f}, "
           f"unanswerable median {statistics.median(ua):.3f}")
-    print_table(f"[{phase}] threshold: unanswerable questions returning nothing vs answerable R@5 kept",
-                ["threshold", "tune rejected", "tune R@5", "heldout rejected", "heldout R@5"], rows)
+    print_table(f"[{phase}] threshold: unanswerable questions left empty vs answerable ones kept (hybrid)",
+                ["threshold", "tune unans. empty", "ans. non-empty", "R@5", "heldout unans. empty",
+                 "ans. non-empty", "R@5"], rows)
     out["threshold"] = dict(best=best, rows=rows)
 
     # Context cost: the top-10 hits against the whole history.
