@@ -82,10 +82,45 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+class LazyMiniLM:
+    """The packaged MiniLM model, loaded on the first ``embed``.
+
+    Most commands (status, threads, show, facts, purge, ...) never embed anything, so
+    they never pay for loading the model.
+    """
+
+    from .embeddings import MiniLMEmbedder as _Model
+
+    name = _Model.name
+    dimension = _Model.dimension
+
+    def __init__(self) -> None:
+        self._model: Any = None
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if self._model is None:
+            with spinner("loading the embedding model"):
+                self._model = self._Model()
+        return self._model.embed(texts)
+
+
+def cli_embedder() -> Any:
+    """What ``MemoryManager.open`` would use (``AGENTMEM_EMBEDDER``), with MiniLM loaded lazily."""
+    import os
+
+    from .manager import embedder_from_env
+
+    if os.environ.get("AGENTMEM_EMBEDDER", "minilm").strip().lower() in ("", "minilm"):
+        return LazyMiniLM()
+    return embedder_from_env()
+
+
 def open_manager(**kwargs: Any) -> Any:
     from .manager import MemoryManager
 
-    return MemoryManager.open(**kwargs)
+    kwargs.setdefault("embedder", cli_embedder())
+    with spinner("opening agentmem (database and schema)"):
+        return MemoryManager.open(**kwargs)
 
 
 # -- output -------------------------------------------------------------------------------
