@@ -401,3 +401,18 @@ def test_unreachable_database_is_one_line(run, tmp_path: Path) -> None:
 def test_bad_configuration_is_one_line(run) -> None:
     assert_one_line_error(run("threads", extra_env={"AGENTMEM_EMBEDDER": "bogus"}), 1, "AGENTMEM_EMBEDDER")
     assert_one_line_error(run("status", "--context-window", "0"), 2, "context_window")
+
+
+@pytest.mark.slow
+def test_search_with_the_real_model(run, real_mm: MemoryManager, user: str) -> None:
+    """Default embedder (MiniLM, loaded lazily by the CLI) on the real model's schema: a paraphrase is found."""
+    real_mm.write_messages(user, "r", [
+        {"role": "user", "content": "My daughter starts violin lessons next Tuesday."},
+        {"role": "user", "content": "The quarterly tax filing is due at the end of the month."},
+    ])
+    extra = {"AGENTMEM_SCHEMA": real_mm.db.schema, "AGENTMEM_EMBEDDER": None}
+    hits = ok_json(run("search", "When does my kid begin music classes?", "--user", user, "--type", "messages",
+                       "-k", "1", "--json", extra_env=extra))
+    assert [h["content"] for h in hits] == ["My daughter starts violin lessons next Tuesday."]
+    listed = ok_json(run("threads", "--user", user, "--json", extra_env=extra))
+    assert [(t["thread_id"], t["total"]) for t in listed] == [("r", 2)]
