@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
+from typing import Callable
 
 MONTHS = {name: i + 1 for i, name in enumerate(
     "january february march april may june july august september october november december".split())}
@@ -65,7 +66,7 @@ class TimeRange:
         return (text[:self.span[0]] + " " + text[self.span[1]:]).strip()
 
 
-def _day_start(d: date, tz: timezone | None) -> datetime:
+def _day_start(d: date, tz: tzinfo | None) -> datetime:
     return datetime.combine(d, time(), tzinfo=tz)
 
 
@@ -74,7 +75,7 @@ def _add_months(year: int, month: int, delta: int) -> tuple[int, int]:
     return index // 12, index % 12 + 1
 
 
-def _month_range(year: int, month: int, tz: timezone | None) -> tuple[datetime, datetime]:
+def _month_range(year: int, month: int, tz: tzinfo | None) -> tuple[datetime, datetime]:
     ny, nm = _add_months(year, month, 1)
     return _day_start(date(year, month, 1), tz), _day_start(date(ny, nm, 1), tz)
 
@@ -86,7 +87,7 @@ def _number(word: str) -> int:
 def _match_ago(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
     # People are loose with "two weeks ago": the range is centred on the point that far
     # back and half a unit wide each side (a whole unit more for "a few", "a couple of").
-    tz = now.tzinfo  # type: ignore[assignment]
+    tz = now.tzinfo
     words = m.group("num")
     vague = words in ("couple of", "a couple of", "few", "a few", "several")
     days = UNITS[m.group("unit")]
@@ -96,7 +97,7 @@ def _match_ago(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
 
 
 def _match_relative_unit(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
-    tz = now.tzinfo  # type: ignore[assignment]
+    tz = now.tzinfo
     which, unit = m.group("which"), m.group("unit")
     today = now.date()
     shift = {"last": -1, "previous": -1, "past": -1, "this": 0, "current": 0, "next": 1}[which]
@@ -124,7 +125,7 @@ def _match_past_n(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
 
 
 def _match_weekday(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
-    tz = now.tzinfo  # type: ignore[assignment]
+    tz = now.tzinfo
     today = now.date()
     back = (today.weekday() - WEEKDAYS[m.group("weekday")]) % 7
     if m.group("which") == "last" and back == 0:
@@ -134,7 +135,7 @@ def _match_weekday(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]
 
 
 def _match_month(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
-    tz = now.tzinfo  # type: ignore[assignment]
+    tz = now.tzinfo
     month = MONTHS[m.group("month").rstrip(".")]
     groups = m.groupdict()
     year = int(groups["year"]) if groups.get("year") else None
@@ -166,7 +167,7 @@ def _match_month(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
 
 
 def _match_season(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
-    tz = now.tzinfo  # type: ignore[assignment]
+    tz = now.tzinfo
     first = SEASONS[m.group("season")]
 
     def bounds(y: int) -> tuple[datetime, datetime]:
@@ -182,22 +183,23 @@ def _match_season(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
 
 def _match_year(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
     y = int(m.group("year"))
-    return _day_start(date(y, 1, 1), now.tzinfo), _day_start(date(y + 1, 1, 1), now.tzinfo)  # type: ignore[arg-type]
+    return _day_start(date(y, 1, 1), now.tzinfo), _day_start(date(y + 1, 1, 1), now.tzinfo)
 
 
 def _match_iso(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
     d = date(int(m.group("y")), int(m.group("m")), int(m.group("d")))
-    return _day_start(d, now.tzinfo), _day_start(d + timedelta(days=1), now.tzinfo)  # type: ignore[arg-type]
+    return _day_start(d, now.tzinfo), _day_start(d + timedelta(days=1), now.tzinfo)
 
 
 def _match_anchor(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
     word = m.group("anchor").lower()
     d = now.date() - timedelta(days=1 if word == "yesterday" else 0)
-    return _day_start(d, now.tzinfo), _day_start(d + timedelta(days=1), now.tzinfo)  # type: ignore[arg-type]
+    return _day_start(d, now.tzinfo), _day_start(d + timedelta(days=1), now.tzinfo)
 
 
+Handler = Callable[[re.Match[str], datetime], tuple[datetime, datetime]]
 _PART = r"(?:(?P<part>early|late|mid|beginning of|end of|middle of)[\s-]+)?"
-_PATTERNS = [
+_PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
     (re.compile(r"\b(?P<y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d)\b"), _match_iso),
     (re.compile(rf"\b{_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?\b"), _match_month),
     (re.compile(rf"\b(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+{_YEAR})?\b"), _match_month),
@@ -226,7 +228,7 @@ def parse_time_range(text: str, now: datetime | None = None) -> TimeRange | None
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)
     lowered = text.lower()
-    best: tuple[int, int, re.Match[str], object] | None = None
+    best: tuple[int, int, re.Match[str], Handler] | None = None
     for pattern, handler in _PATTERNS:
         m = pattern.search(lowered)
         if m and (best is None or m.start() < best[0] or (m.start() == best[0] and m.end() > best[1])):
@@ -235,7 +237,7 @@ def parse_time_range(text: str, now: datetime | None = None) -> TimeRange | None
         return None
     start_i, end_i, m, handler = best
     try:
-        start, end = handler(m, now)  # type: ignore[operator]
+        start, end = handler(m, now)
     except (ValueError, KeyError, OverflowError):
         return None
     if _SINCE.search(lowered[:start_i]) or m.group(0).startswith(("since", "after")):
