@@ -138,6 +138,11 @@ def test_demo_runs(run, cmm: MemoryManager) -> None:
     assert new_users, "demo wrote no conversation"
 
 
+def test_chat_without_a_model_says_what_to_set(run) -> None:
+    result = run("chat", input="hello\n")
+    assert_one_line_error(result, 2, "AGENTMEM_LLM_MODEL")
+
+
 # -- status / threads / show ---------------------------------------------------------------
 def test_status_counts_and_estimated_monitor_status(run, cmm: MemoryManager, user: str) -> None:
     write_thread(cmm, user, "t-main")
