@@ -247,3 +247,19 @@ def test_openai_schema_binds_to_chat_openai(mm: MemoryManager, ns: str) -> None:
     sent = bound.kwargs["tools"]  # type: ignore[attr-defined]
     assert sent == [tb.get("get_weather").openai_schema]
     assert sent[0]["function"]["parameters"]["properties"]["unit"]["enum"] == ["celsius", "fahrenheit"]
+
+
+def test_an_unstorable_docstring_is_rejected_before_anything_is_written(mm: MemoryManager, ns: str,
+                                                                      sql_conn: Any) -> None:
+    def fine(x: int) -> int:
+        """Fine tool."""
+        return x
+
+    def broken(x: int) -> int:
+        return x
+    broken.__doc__ = "Has a NUL \x00 byte."
+    tb = Toolbox(mm, namespace=ns)
+    with pytest.raises(InvalidInputError, match="NUL"):
+        tb.register_tools([fine, broken])
+    assert len(tb) == 0
+    assert sql_conn.execute("SELECT count(*) FROM toolbox_memory WHERE namespace = %s", (ns,)).fetchone()[0] == 0

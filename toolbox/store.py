@@ -83,18 +83,31 @@ def vector_ranking(db: Database, namespace: str, names: Sequence[str], qvec: np.
     return [(r[0], float(r[1])) for r in rows]
 
 
-def keyword_ranking(db: Database, namespace: str, names: Sequence[str], tsquery: str,
-                    limit: int) -> list[str]:
-    """Registered tools matching the OR-query ``tsquery`` (english stemming), best first.
+def keyword_ranking(db: Database, namespace: str, names: Sequence[str], text: str, tsquery: str,
+                    limit: int) -> list[tuple[str, float]]:
+    """Registered tools sharing words with ``text`` (english stems), best first, with a coverage.
 
-    ``ts_rank`` with normalisation 1 (divide by 1 + log(length)) so the long search
-    texts of augmented tools do not win on length alone.
+    PostgreSQL's ``ts_rank`` has no inverse document frequency: a request's "get" or
+    "city", found in dozens of tool texts, weighs as much as "umbrella". Tool texts are
+    short, so each tool is scored instead by the IDF (BM25's form, counted over this
+    process's tools) of the request's stems it contains, divided by the IDF of all the
+    request's stems: the share of the request's information the tool's text matches, in
+    [0, 1] (a stem no tool contains counts at full IDF). The GIN index on ``search_tsv``
+    finds the candidates (``tsquery`` is the OR of the request's words).
     """
     with db.connection() as conn:
         rows = conn.execute(
-            "SELECT name FROM toolbox_memory, to_tsquery('english', %(tsq)s) AS q"
-            " WHERE namespace = %(ns)s AND name = ANY(%(names)s) AND search_tsv @@ q"
-            " ORDER BY ts_rank(search_tsv, q, 1) DESC, name LIMIT %(limit)s",
-            {"tsq": tsquery, "ns": namespace, "names": list(names), "limit": limit},
+            "WITH q AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lex),"
+            " docs AS (SELECT name, tsvector_to_array(search_tsv) AS lexes"
+            "  FROM toolbox_memory, to_tsquery('english', %(tsq)s) AS tq"
+            "  WHERE namespace = %(ns)s AND name = ANY(%(names)s) AND search_tsv @@ tq),"
+            " hits AS (SELECT docs.name, q.lex FROM docs JOIN q ON q.lex = ANY(docs.lexes)),"
+            " idf AS (SELECT q.lex, ln((%(total)s - count(hits.name) + 0.5) / (count(hits.name) + 0.5) + 1) AS w"
+            "  FROM q LEFT JOIN hits USING (lex) GROUP BY q.lex)"
+            " SELECT hits.name, sum(idf.w) / (SELECT sum(w) FROM idf) AS coverage"
+            " FROM hits JOIN idf USING (lex) GROUP BY hits.name ORDER BY coverage DESC, hits.name"
+            " LIMIT %(limit)s",
+            {"text": text, "tsq": tsquery, "ns": namespace, "names": list(names), "total": len(names),
+             "limit": limit},
         ).fetchall()
-    return [r[0] for r in rows]
+    return [(r[0], float(r[1])) for r in rows]
