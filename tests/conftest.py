@@ -25,6 +25,8 @@ from memory.embedded import ensure_runtime_dir, start_server, stop_server  # noq
 
 ensure_runtime_dir()
 
+from fix_llama import llama_url  # noqa: E402,F401  (session fixture: the local llama.cpp server)
+
 
 @pytest.fixture(scope="session")
 def pg_dir() -> Iterator[Path]:

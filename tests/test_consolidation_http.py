@@ -13,13 +13,12 @@ from memory.llm import chat_model_from_env
 from memory.structure import HEADINGS
 
 from fix_consolidation import raw_conn, seed_thread, thread_state, assert_consistent
-from test_llm_http import LLAMA_PYTHON, llama_url  # noqa: F401  (the module-scoped server fixture)
+from fix_llama import needs_llama
 
-pytestmark = [pytest.mark.llm_server, pytest.mark.skipif(
-    not LLAMA_PYTHON, reason="AGENTMEM_LLAMA_PYTHON not set (./dev test sets it up)")]
+pytestmark = needs_llama
 
 
-def test_real_model_summary_has_the_structure(mm, user, thread, llama_url, monkeypatch):  # noqa: F811
+def test_real_model_summary_has_the_structure(mm, user, thread, llama_url, monkeypatch):
     monkeypatch.setenv("AGENTMEM_LLM_BASE_URL", llama_url)
     monkeypatch.setenv("AGENTMEM_LLM_MODEL", "smollm2")
     monkeypatch.setenv("AGENTMEM_LLM_MAX_TOKENS", "160")
