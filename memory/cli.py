@@ -24,22 +24,16 @@ deletion. ``purge`` spans users (retention is a deployment policy).
 
 from __future__ import annotations
 
-import ast
-import dataclasses
 import functools
-import json
 import subprocess
 import sys
 import threading
-import uuid
-from contextlib import contextmanager
-from datetime import datetime
-from decimal import Decimal
-from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import click
 
+from ._cli_bench import bench_dir, bench_scripts, pump
+from ._cli_output import STATUS_STYLE, console, emit_json, one_line, short, spinner, styled, table, when
 from .errors import AgentMemError, InvalidInputError, NotFoundError
 
 EXIT_ERROR = 1
@@ -50,12 +44,8 @@ EXIT_INTERRUPTED = 130
 KINDS = ("messages", "summaries", "facts")
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def fail(message: str, code: int = EXIT_ERROR) -> None:
-    click.echo(f"agentmem: error: {_one_line(message)}", err=True)
+    click.echo(f"agentmem: error: {one_line(message)}", err=True)
     sys.exit(code)
 
 
@@ -121,83 +111,6 @@ def open_manager(**kwargs: Any) -> Any:
     kwargs.setdefault("embedder", cli_embedder())
     with spinner("opening agentmem (database and schema)"):
         return MemoryManager.open(**kwargs)
-
-
-# -- output -------------------------------------------------------------------------------
-def jsonable(value: Any) -> Any:
-    """Dataclasses, datetimes, UUIDs and Decimals as plain JSON values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if f.name != "embedding"}
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, Decimal):
-        return float(value)
-    return value
-
-
-def emit_json(value: Any) -> None:
-    click.echo(json.dumps(jsonable(value), ensure_ascii=False, indent=2))
-
-
-def console(stderr: bool = False) -> Any:
-    import os
-
-    from rich.console import Console
-
-    out = Console(stderr=stderr, highlight=False, soft_wrap=False)
-    if not out.is_terminal and "COLUMNS" not in os.environ:
-        out.width = 120  # piped or captured: rich would assume 80 columns
-    return out
-
-
-def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
-
-    t = Table(title=escape(title) if title else None, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for c in columns:
-        t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*[v if isinstance(v, Text) else escape("" if v is None else str(v)) for v in r])
-    console().print(t)
-
-
-def styled(value: str, style: str) -> Any:
-    from rich.text import Text
-
-    return Text(value, style=style)
-
-
-def when(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M") if value else ""
-
-
-def short(text: str, width: int = 80) -> str:
-    flat = _one_line(text)
-    return flat if len(flat) <= width else flat[:width - 1] + "…"
-
-
-STATUS_STYLE = {"ok": "green", "warning": "yellow", "critical": "bold red"}
-
-
-@contextmanager
-def spinner(message: str) -> Iterator[None]:
-    """A spinner on stderr while slow work runs (silent when stderr is not a terminal)."""
-    err = console(stderr=True)
-    if not err.is_terminal:
-        yield
-        return
-    with err.status(message):
-        yield
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (only) on stdout.")
@@ -601,43 +514,6 @@ def create_app_role(role: str, password: str, as_json: bool) -> None:
            (", ".join(made.read_only_tables), "read only")])
 
 
-# -- bench ------------------------------------------------------------------------------------
-def bench_dir() -> Path:
-    import os
-
-    override = os.environ.get("AGENTMEM_BENCH_DIR")
-    path = Path(override) if override else Path(__file__).resolve().parent.parent / "bench"
-    if not path.is_dir():
-        raise NotFoundError(f"no benchmark directory at {path} (benchmarks ship with the source checkout)")
-    return path
-
-
-def bench_scripts(directory: Path) -> dict[str, str]:
-    """Runnable benchmark name -> first paragraph of its docstring (read without importing it).
-
-    A script is runnable when it has an ``if __name__ == "__main__":`` block; helper
-    modules (``_common.py``, data modules) are left out.
-    """
-    out = {}
-    for path in sorted(directory.glob("*.py")):
-        if path.name.startswith("_"):
-            continue
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except SyntaxError:
-            continue
-        if not any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body):
-            continue
-        doc = ast.get_docstring(tree) or ""
-        out[path.stem] = " ".join(doc.strip().split("\n\n")[0].split())
-    return out
-
-
-def _pump(stream: Any, err: bool) -> None:
-    for line in iter(stream.readline, ""):
-        click.echo(line, nl=False, err=err)
-
-
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.argument("name", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -657,11 +533,11 @@ def bench(name: str | None, args: tuple[str, ...], as_json: bool) -> None:
         raise NotFoundError(f"no benchmark {name!r}; available: {', '.join(scripts) or 'none'}")
     proc = subprocess.Popen([sys.executable, str(directory / f"{name}.py"), *args], cwd=directory.parent,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-    pump = threading.Thread(target=_pump, args=(proc.stderr, True), daemon=True)
-    pump.start()
-    _pump(proc.stdout, False)
+    err_pump = threading.Thread(target=pump, args=(proc.stderr, True), daemon=True)
+    err_pump.start()
+    pump(proc.stdout, False)
     code = proc.wait()
-    pump.join()
+    err_pump.join()
     if code:
         fail(f"benchmark {name} exited with status {code}", code if 0 < code < 128 else EXIT_ERROR)
 
