@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from pydantic import BaseModel, ValidationError
 
 from .models import Tool
@@ -55,7 +55,7 @@ def parse_call(call: Any) -> ParsedCall:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             return ParsedCall(name, raw, call_id, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})")
     if not isinstance(raw, dict):
         return ParsedCall(name, raw, call_id, f"the arguments must be a JSON object, got {type(raw).__name__}")

@@ -101,11 +101,11 @@ class _SchemaBuilder:
         if hint in _SCALARS:
             return {"type": _SCALARS[hint]}
         if origin is typing.Annotated:
-            schema = self.build(args[0])
+            base = self.build(args[0])
             text = next((a for a in args[1:] if isinstance(a, str)), None)
             desc = text or next((getattr(a, "description", None) for a in args[1:]
                                  if getattr(a, "description", None)), None)
-            return dict(schema, description=desc) if desc else schema
+            return dict(base, description=desc) if desc else base
         if origin in (typing.Union, types.UnionType):
             members = [a for a in args if a is not type(None)]
             inner = self.build(members[0]) if len(members) == 1 else {"anyOf": [self.build(m) for m in members]}
