@@ -13,17 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from psycopg.rows import class_row
 
-from memory._store import fuse_rankings
 from memory.manager import MemoryManager
 from memory.validation import check_id, check_positive_int, check_text
 
-from . import store
-from .text import keyword_query
-from .toolbox import DEFAULT_RRF_K, DEFAULT_WEIGHTS
+from .ranking import rank_tools
 
 
 @dataclass
@@ -60,18 +56,10 @@ def search_tools(mm: MemoryManager, query: str, namespace: str = "default", k: i
     tools = {t.name: t for t in list_tools(mm, namespace)}
     if not tools:
         return []
-    names = list(tools)
-    pool = max(4 * k, 20)
-    qvec = mm.embeddings.embed([query[:4000]])[0]
-    ranked_vec = store.vector_ranking(mm.db, namespace, names, qvec, pool)
-    tsq = keyword_query(query)
-    ranked_kw = [n for n, _ in store.keyword_ranking(mm.db, namespace, names, tsq.replace(" | ", " "), tsq, pool)
-                 ] if tsq else []
-    sims: dict[str, Any] = dict(ranked_vec)
-    order = fuse_rankings([[n for n, _ in ranked_vec], ranked_kw], list(DEFAULT_WEIGHTS), k=DEFAULT_RRF_K)
+    ranked = rank_tools(mm.db, mm.embeddings, namespace, list(tools), query, k)
     out = []
-    for name in order[:k]:
+    for name, score in ranked:
         tool = tools[name]
-        tool.score = sims.get(name)
+        tool.score = score
         out.append(tool)
     return out

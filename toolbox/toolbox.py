@@ -16,7 +16,7 @@ weighted reciprocal rank fusion. The weights were measured, not assumed
 (``bench/tool_retrieval.py``, dev split): vector search carries the fusion; keyword
 search only votes for tools whose text covers most of the request's informative
 words, which rescues literal requests (a tool's own name, rare terms) without letting
-incidental shared words push aside a paraphrase match; see ``DEFAULT_WEIGHTS``.
+incidental shared words push aside a paraphrase match; see ``ranking.py``.
 Pinned tools are always added.
 
 Execution (``calls.py``) validates a model's tool call against the schema the model
@@ -36,7 +36,6 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
 
-from memory._store import fuse_rankings
 from memory.errors import InvalidInputError
 from memory.manager import MemoryManager
 from memory.validation import check_id, check_json, check_positive_int, check_text
@@ -47,24 +46,14 @@ from .calls import (ParsedCall, acall_function, call_function, check_arguments, 
                     render_output)
 from .errors import ToolNotRegisteredError
 from .models import Tool, ToolResult
+from .ranking import DEFAULT_MIN_COVERAGE, DEFAULT_RRF_K, DEFAULT_WEIGHTS, MODES, rank_tools
 from .schema import FunctionSpec, describe_function
-from .text import content_hash, keyword_query, search_text
+from .text import content_hash, search_text
 
 log = logging.getLogger("toolbox")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Fusion settings, chosen on the dev split of bench/tool_retrieval.py (never on its test split):
-#: weighted reciprocal rank fusion (vector 1.0, keyword 0.5, the usual constant 60), where
-#: a tool enters the keyword ranking only if its text covers at least 70 % of the request's
-#: word information (IDF mass). Ungated, keyword ranks made paraphrased requests worse at
-#: every weight tried (short tool texts share incidental words like "city" or "list" with
-#: almost any request); gated, they change nothing on paraphrases and fix the requests
-#: that name a tool's own words (recall@1 0.95 -> 0.99 on augmented tools).
-DEFAULT_WEIGHTS = (1.0, 0.5)
-DEFAULT_RRF_K = 60
-DEFAULT_MIN_COVERAGE = 0.7
-MODES = ("hybrid", "vector", "keyword")
 
 
 @dataclass
@@ -262,21 +251,10 @@ class Toolbox:
             pinned = list(self._pinned)
         if not tools:
             return []
-        names = list(tools)
-        pool = max(4 * k, 20)
-        ranked_vec: list[tuple[str, float]] = []
-        ranked_kw: list[str] = []
-        if mode != "keyword":
-            qvec = self.mm.embeddings.embed([query[:4000]])[0]
-            ranked_vec = store.vector_ranking(self.mm.db, self.namespace, names, qvec, pool)
-        tsq = keyword_query(query)
-        if mode != "vector" and tsq:
-            ranked_kw = [n for n, coverage in store.keyword_ranking(self.mm.db, self.namespace, names,
-                                                                    tsq.replace(" | ", " "), tsq, pool)
-                         if mode == "keyword" or coverage >= self.keyword_min_coverage]
-        sims = dict(ranked_vec)
-        order = fuse_rankings([[n for n, _ in ranked_vec], ranked_kw], list(self.weights), k=self.rrf_k)
-        chosen = [n for n in order if n in tools][:k]
+        ranked = rank_tools(self.mm.db, self.mm.embeddings, self.namespace, list(tools), query, k, mode=mode,
+                            weights=self.weights, rrf_k=self.rrf_k, min_coverage=self.keyword_min_coverage)
+        sims = dict(ranked)
+        chosen = [n for n, _ in ranked if n in tools]
         chosen += [n for n in pinned if n not in chosen and n in tools]
         return [dataclasses.replace(tools[n], score=sims.get(n)) for n in chosen]
 
