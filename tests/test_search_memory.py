@@ -105,21 +105,27 @@ def test_deferred_embeddings_are_filled_before_search(mm: MemoryManager, user: s
 
 def test_window_follows_inserts_out_of_order_and_deletes(mm: MemoryManager, user: str, thread: str,
                                                          sql_conn: psycopg.Connection) -> None:
+    """The window is the message and the two before it, kept right by the triggers."""
     start = NOW - timedelta(days=2)
-    first = chat(mm, user, thread, [("user", "alpha"), ("user", "gamma")], start)
-    # A message backdated between the two becomes both windows' neighbour.
-    middle = chat(mm, user, thread, [("user", "beta")], start + timedelta(seconds=30))[0]
+    a, c, d = (chat(mm, user, thread, [("user", word)], start + timedelta(minutes=m))[0]
+               for word, m in (("alpha", 0), ("gamma", 2), ("delta", 3)))
+    # A message backdated into the middle of the thread enters the windows after it.
+    b = chat(mm, user, thread, [("user", "beta")], start + timedelta(minutes=1))[0]
 
-    def window(mid: int) -> str:
-        row = sql_conn.execute("SELECT context_tsv::text FROM conversational_context WHERE message_id = %s",
-                               (mid,)).fetchone()
-        return row[0] if row else ""
+    def window(mid: int) -> set[str]:
+        row = sql_conn.execute("SELECT tsvector_to_array(context_tsv) FROM conversational_context"
+                               " WHERE message_id = %s", (mid,)).fetchone()
+        return set(row[0]) if row else set()
 
-    assert "beta" in window(first[0]) and "beta" in window(first[1]) and "gamma" not in window(first[0])
-    sql_conn.execute("DELETE FROM conversational_memory WHERE id = %s", (middle,))
-    assert "beta" not in window(first[0]) and "gamma" in window(first[0]) and window(middle) == ""
-    sql_conn.execute("UPDATE conversational_memory SET content = 'delta' WHERE id = %s", (first[1],))
-    assert "delta" in window(first[0]) and "gamma" not in window(first[0])
+    assert window(a) == {"alpha"} and window(b) == {"alpha", "beta"}
+    assert window(c) == {"alpha", "beta", "gamma"} and window(d) == {"beta", "gamma", "delta"}
+    sql_conn.execute("DELETE FROM conversational_memory WHERE id = %s", (b,))
+    assert window(b) == set() and window(c) == {"alpha", "gamma"} and window(d) == {"alpha", "gamma", "delta"}
+    sql_conn.execute("UPDATE conversational_memory SET content = 'omega' WHERE id = %s", (c,))
+    assert window(c) == {"alpha", "omega"} and window(d) == {"alpha", "omega", "delta"}
+    # Other updates (metadata, summary_id by consolidation) leave windows alone.
+    sql_conn.execute("UPDATE conversational_memory SET metadata = jsonb_build_object('x', 1) WHERE id = %s", (d,))
+    assert window(d) == {"alpha", "omega", "delta"}
 
 
 def test_summaries_and_facts_in_the_same_list(mm: MemoryManager, user: str, thread: str,
