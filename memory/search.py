@@ -15,7 +15,8 @@ Two signals per candidate, both absolute so scores mean the same across queries:
   stemming, numbers kept), computed in SQL over the user's rows: the share of the
   query's information (sum of the IDFs of its words) that the row matches. Messages
   are matched on their context window (``conversational_context``, migration 004:
-  the message at full weight, its neighbours in the thread at ``neighbour_weight``),
+  the message at full weight, the two messages before it in the thread at
+  ``neighbour_weight``),
   so "Yes, I still use it every day" is found through the question it answers, while
   the hit is the message itself. A query word that appears nowhere lowers the score,
   so an unanswerable question scores low instead of matching on one common word;
