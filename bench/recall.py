@@ -217,8 +217,15 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
                        for v in (reject_rate(un[p], t), 1 - reject_rate(ans[p], t), kept_recall(ans[p], t))])
     ua = [top[q.qid] for q in data.questions if q.qtype == "unanswerable"]
     aa = [top[q.qid] for q in data.questions if q.qtype != "unanswerable"]
+    def auc(pool: str) -> float:
+        pos = [top[q.qid] for q in ans[pool]]
+        neg = [top[q.qid] for q in un[pool]]
+        return statistics.fmean((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+
     print(f"\n[{phase}] best hybrid score: answerable median {statistics.median(aa):.3f}, "
-          f"unanswerable median {statistics.median(ua):.3f}")
+          f"unanswerable median {statistics.median(ua):.3f}; ROC AUC of that score for answerable vs "
+          f"unanswerable: tune {auc('tune'):.3f}, heldout {auc('heldout'):.3f}")
+    out["auc"] = dict(tune=auc("tune"), heldout=auc("heldout"))
     print_table(f"[{phase}] threshold: unanswerable questions left empty vs answerable ones kept (hybrid)",
                 ["threshold", "tune unans. empty", "ans. non-empty", "R@5", "heldout unans. empty",
                  "ans. non-empty", "R@5"], rows)
