@@ -30,9 +30,7 @@ from __future__ import annotations
 import contextvars
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from typing import TYPE_CHECKING, Any
 
 from .context import BuiltContext, ContextBudgetError, ContextBuilder, ContextParts, Passage
 from .errors import LLMError
@@ -41,6 +39,9 @@ from .formatting import entity_line, fact_line, knowledge_line, workflow_line
 from .llm import fallback_exceptions, invoke, message_text
 from .monitor import ContextStatus, monitor_context_window, usable_budget
 from .validation import check_text
+
+if TYPE_CHECKING:  # langchain is imported when a turn runs, so `import memory` stays light
+    from langchain_core.messages import AIMessage, BaseMessage
 
 MEMORY_TOOLS = ("summarize_and_store", "expand_summary")
 
@@ -167,7 +168,9 @@ class MemoryAgent:
                                                exceptions_to_handle=fallback_exceptions())
         return runnable
 
-    def _call(self, runnable: Any, messages: list[BaseMessage]) -> AIMessage:
+    def _call(self, runnable: Any, messages: "list[BaseMessage]") -> "AIMessage":
+        from langchain_core.messages import AIMessage
+
         answer = invoke(runnable, messages, timeout=self.model_timeout)
         if not isinstance(answer, AIMessage):
             answer = AIMessage(message_text(answer))
@@ -215,7 +218,7 @@ class MemoryAgent:
 
         result = TurnResult(answer="", status=status, context_tokens=built.tokens, budget=built.budget,
                             tools_offered=[t.name for t in offered], auto_consolidated=auto, context=built)
-        messages: list[BaseMessage] = built.messages()
+        messages: "list[BaseMessage]" = built.messages()
         runnable = self._bound(schemas)
         answer: str | None = None
         for _ in range(self.max_iterations):
@@ -249,7 +252,10 @@ class MemoryAgent:
         result.entities = self._record_entities(message, uid)
         return result
 
-    def _forced_final(self, messages: list[BaseMessage], schemas: list[dict[str, Any]], result: TurnResult) -> str:
+    def _forced_final(self, messages: "list[BaseMessage]", schemas: list[dict[str, Any]],
+                      result: TurnResult) -> str:
+        from langchain_core.messages import HumanMessage
+
         result.forced_final = True
         final_messages = messages + [HumanMessage(FORCE_FINAL)]
         try:

@@ -23,10 +23,11 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+if TYPE_CHECKING:  # langchain is imported lazily: `import memory` stays fast for the CLI
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import BaseMessage
 
 from .errors import ConfigurationError, LLMError
 
@@ -42,7 +43,7 @@ def _env(*names: str) -> str | None:
 
 
 def make_openai_model(model: str, *, base_url: str | None = None, api_key: str | None = None,
-                      timeout: float = 60.0, max_retries: int = 1, **kwargs: Any) -> BaseChatModel:
+                      timeout: float = 60.0, max_retries: int = 1, **kwargs: Any) -> "BaseChatModel":
     """``ChatOpenAI`` against any OpenAI-compatible endpoint."""
     from langchain_openai import ChatOpenAI
 
@@ -91,7 +92,7 @@ def with_fallback(primary: Any, fallback: Any) -> Any:
     return primary.with_fallbacks([fallback], exceptions_to_handle=fallback_exceptions())
 
 
-def invoke(model: Any, messages: Sequence[BaseMessage], *, timeout: float = 60.0) -> Any:
+def invoke(model: Any, messages: Sequence["BaseMessage"], *, timeout: float = 60.0) -> Any:
     """``model.invoke(messages)`` with a timeout; every failure becomes LLMError."""
     future = _EXECUTOR.submit(model.invoke, list(messages))
     try:
@@ -113,9 +114,11 @@ def message_text(message: Any) -> str:
     return content
 
 
-def complete(model: Any, prompt: str | Sequence[BaseMessage], *, system: str | None = None,
+def complete(model: Any, prompt: "str | Sequence[BaseMessage]", *, system: str | None = None,
              timeout: float = 60.0) -> str:
     """Ask ``model`` for text; raise LLMError on failure, timeout or a non-text answer."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
     messages: list[BaseMessage]
     if isinstance(prompt, str):
         messages = ([SystemMessage(system)] if system else []) + [HumanMessage(prompt)]
