@@ -226,7 +226,9 @@ def main() -> None:
                               entry["recall_at_k_vs_exact"] if "hybrid" not in name else "-"])
         plans["vector (read_knowledge)"] = explain(mm, queries[0][1], r"ORDER BY .*embedding.* <=>", hybrid=False)
         kw_q = next(q for kind, q in queries if kind == "keywords")
-        plans["keyword (read_knowledge hybrid)"] = explain(mm, kw_q, r"websearch_to_tsquery", hybrid=True)
+        plans["keyword part of hybrid, keyword query"] = explain(mm, kw_q, r"websearch_to_tsquery", hybrid=True)
+        plans["keyword part of hybrid, sentence query"] = explain(mm, queries[0][1], r"websearch_to_tsquery",
+                                                                  hybrid=True)
         store_sql_note = "PGVectorStore sends: SELECT id, content, embedding, <metadata cols> ... " \
                          "WHERE user_id = :p ORDER BY embedding <=> :query_embedding LIMIT :k"
         mm.close()
