@@ -273,7 +273,7 @@ class MemoryAgent:
         steps = [{"tool": c.name, "args": c.args} for c in calls if c.status == "ok" and c.name not in MEMORY_TOOLS]
         if not steps or any(c.status != "ok" for c in calls):
             return False
-        names = [s["tool"] for s in steps]
+        names = [c.name for c in calls if c.status == "ok" and c.name not in MEMORY_TOOLS]
         for known in self.mm.read_workflows(message, uid, k=1):
             if known.user_id == uid and [s.get("tool") for s in known.steps if isinstance(s, dict)] == names \
                     and (known.score or 0) > 0.8:

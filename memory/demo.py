@@ -93,7 +93,7 @@ def unit_convert(value: float, from_unit: str, to_unit: str) -> str:
     return f"{value:g} {from_unit} = {value * factors.get((from_unit, to_unit), 1.0):.2f} {to_unit}"
 
 
-DEMO_TOOLS = [get_weather, convert_currency, search_flights, book_hotel, check_order_status, create_ticket,
+DEMO_TOOLS: list[Callable[..., str]] = [get_weather, convert_currency, search_flights, book_hotel, check_order_status, create_ticket,
               translate_text, calendar_free_slots, send_email, restart_service, stock_price, unit_convert]
 
 

@@ -23,7 +23,7 @@ class KnowledgeMixin(StoreBase):
     def write_knowledge_batch(self, user_id: str, items: Iterable[Mapping[str, Any]]) -> list[KnowledgeItem]:
         """Store passages (dicts with content, optional source and metadata) in one transaction."""
         uid = self._uid(user_id)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for item in items:
             if not isinstance(item, Mapping):
                 raise InvalidInputError("each knowledge item must be a dict with at least 'content'")

@@ -55,7 +55,7 @@ def sqlalchemy_url(conninfo: str) -> str:
     return URL.create(
         "postgresql+psycopg", username=str(params.get("user") or "") or None,
         password=str(params.get("password") or "") or None, host=host or None,
-        port=int(params["port"]) if params.get("port") else None, database=str(params.get("dbname") or "") or None,
+        port=int(str(params["port"])) if params.get("port") else None, database=str(params.get("dbname") or "") or None,
         query=query,
     ).render_as_string(hide_password=False)
 
@@ -71,5 +71,6 @@ def make_vectorstore(conninfo: str, schema: str, service: EmbeddingService, memo
     return PGVectorStore.create_sync(
         engine=engine, embedding_service=LangChainEmbeddings(service), table_name=table, schema_name=schema,
         id_column=id_col, content_column=content_col, embedding_column="embedding",
-        metadata_columns=meta_cols, metadata_json_column="metadata" if memory_type != "toolbox" else None,
+        metadata_columns=meta_cols,
+        metadata_json_column="metadata" if memory_type != "toolbox" else None,  # type: ignore[arg-type]
     )
