@@ -224,10 +224,10 @@ def main() -> None:
                               by_kind["keywords"]["p50_ms"], entry["p50_ratio_to_pgvectorstore"],
                               entry["p95_ratio_to_pgvectorstore"],
                               entry["recall_at_k_vs_exact"] if "hybrid" not in name else "-"])
-        plans["vector (read_knowledge)"] = explain(mm, queries[0][1], r"ORDER BY .*embedding.* <=>", hybrid=False)
+        plans["vector query of read_knowledge"] = explain(mm, queries[0][1], r"ORDER BY .*embedding.* <=>", hybrid=False)
         kw_q = next(q for kind, q in queries if kind == "keywords")
-        plans["keyword part of hybrid, keyword query"] = explain(mm, kw_q, r"websearch_to_tsquery", hybrid=True)
-        plans["keyword part of hybrid, sentence query"] = explain(mm, queries[0][1], r"websearch_to_tsquery",
+        plans["keyword half of hybrid, for a keyword query"] = explain(mm, kw_q, r"websearch_to_tsquery", hybrid=True)
+        plans["keyword half of hybrid, for a sentence query"] = explain(mm, queries[0][1], r"websearch_to_tsquery",
                                                                   hybrid=True)
         store_sql_note = "PGVectorStore sends: SELECT id, content, embedding, <metadata cols> ... " \
                          "WHERE user_id = :p ORDER BY embedding <=> :query_embedding LIMIT :k"
@@ -243,7 +243,7 @@ def main() -> None:
     print_table("Loading", ["rows", "COPY s", "HNSW build s"],
                 [[f"{x['rows']:,}", x["copy_s"], x["hnsw_build_s"]] for x in loads])
     for title, plan in plans.items():
-        print(f"\nEXPLAIN ANALYZE, {title} query at {sizes[-1]:,} rows "
+        print(f"\nEXPLAIN ANALYZE, {title}, at {sizes[-1]:,} rows "
               f"(hnsw.iterative_scan = strict_order, as agentmem sets it):\n{plan}")
     print("\n" + store_sql_note)
     print_load()
