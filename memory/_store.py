@@ -39,6 +39,18 @@ def select_list(cls: type, alias: str | None = None) -> sql.Composable:
     return sql.SQL(", ").join(sql.Identifier(c) for c in cols)
 
 
+def insert_returning(conn: Any, stmt: sql.Composable, rows: Sequence[dict[str, Any]], row_cls: type[T]) -> list[T]:
+    """Run one INSERT ... RETURNING per row (pipelined by psycopg); the rows in order."""
+    out: list[T] = []
+    with conn.cursor(row_factory=class_row(row_cls)) as cur:
+        cur.executemany(stmt, rows, returning=True)
+        while True:
+            out.extend(cur.fetchall())
+            if not cur.nextset():
+                break
+    return out
+
+
 def fuse_rankings(rankings: Sequence[Sequence[Any]], weights: Sequence[float] | None = None,
                   k: int = RRF_K) -> list[Any]:
     """Weighted reciprocal rank fusion of several ranked id lists, best first."""

@@ -15,17 +15,17 @@ from psycopg import sql
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
-from ._store import StoreBase, select_list
+from ._store import StoreBase, insert_returning, select_list
 from .errors import InvalidInputError
 from .models import ROLES, Message
 from .validation import check_choice, check_json, check_optional_text, check_positive_int, check_text
 
-_INSERT = (
+_INSERT = sql.SQL(
     "INSERT INTO conversational_memory (user_id, thread_id, role, content, tool_call_id, tool_name,"
     " tool_args, tool_calls, metadata, created_at, embedding)"
     " VALUES (%(user_id)s, %(thread_id)s, %(role)s, %(content)s, %(tool_call_id)s, %(tool_name)s,"
     " %(tool_args)s, %(tool_calls)s, %(metadata)s, COALESCE(%(created_at)s, clock_timestamp()), %(embedding)s)"
-    " RETURNING "
+    " RETURNING {cols}"
 )
 
 
@@ -110,15 +110,8 @@ class ConversationMixin(StoreBase):
                  metadata=Jsonb(m.metadata or {}), created_at=m.created_at, embedding=vectors[i])
             for i, m in enumerate(checked)
         ]
-        stmt = _INSERT + select_list(Message).as_string(None)
-        out: list[Message] = []
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
-            cur.executemany(stmt, rows, returning=True)
-            while True:
-                out.extend(cur.fetchall())
-                if not cur.nextset():
-                    break
-        return out
+        with self.db.connection(uid) as conn:
+            return insert_returning(conn, _INSERT.format(cols=select_list(Message)), rows, Message)
 
     def read_conversational_memory(self, thread_id: str, user_id: str, limit: int | None = None) -> list[Message]:
         """The thread's working set: unsummarized messages, oldest first.

@@ -6,10 +6,9 @@ import hashlib
 from typing import Any, Iterable, Mapping
 
 from psycopg import sql
-from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from ._store import StoreBase, select_list
+from ._store import StoreBase, insert_returning, select_list
 from .errors import InvalidInputError
 from .models import KnowledgeItem
 from .validation import check_json, check_text
@@ -41,14 +40,8 @@ class KnowledgeMixin(StoreBase):
             " VALUES (%(user_id)s, %(content)s, %(source)s, %(metadata)s, %(content_hash)s, %(embedding)s)"
             " RETURNING {cols}, NULL::float8 AS score"
         ).format(cols=select_list(KnowledgeItem))
-        out: list[KnowledgeItem] = []
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(KnowledgeItem)) as cur:
-            cur.executemany(stmt, rows, returning=True)
-            while True:
-                out.extend(cur.fetchall())
-                if not cur.nextset():
-                    break
-        return out
+        with self.db.connection(uid) as conn:
+            return insert_returning(conn, stmt, rows, KnowledgeItem)
 
     def read_knowledge(self, query: str, user_id: str, k: int = 5, *, hybrid: bool = True) -> list[KnowledgeItem]:
         """Passages of this user most relevant to ``query``."""
