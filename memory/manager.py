@@ -61,6 +61,10 @@ class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixi
              conninfo: str | None = None) -> "MemoryManager":
         """Connect (starting the embedded server if no URL is set), migrate, and return a manager."""
         settings = settings or Settings.from_env()
+        if settings.embedding_threads > 0:  # torch's default (a thread per core) thrashes on a busy host
+            import torch
+
+            torch.set_num_threads(settings.embedding_threads)
         service = EmbeddingService(embedder or embedder_from_env(), batch_size=settings.embedding_batch_size,
                                    cache_size=settings.embedding_cache_size)
         db = connect(settings, dimension=service.dimension, model_name=service.name, conninfo=conninfo)
@@ -82,7 +86,12 @@ class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixi
         from .vectorstore import make_vectorstore, sqlalchemy_url
 
         if self._pg_engine is None:
-            self._pg_engine = PGEngine.from_connection_string(sqlalchemy_url(self.db.conninfo))
+            # Without an iterative scan, HNSW hands back ef_search candidates and a user
+            # filter then discards most of them: with 1 % of rows per user, LangChain's
+            # filtered search found 0-2 of 5 (bench/search_latency.py --users 100).
+            options = (f"-c hnsw.iterative_scan=strict_order -c hnsw.ef_search={self.settings.hnsw_ef_search}")
+            self._pg_engine = PGEngine.from_connection_string(sqlalchemy_url(self.db.conninfo),
+                                                              connect_args={"options": options})
         return make_vectorstore(self.db.conninfo, self.db.schema, self.embeddings, memory_type,
                                 engine=self._pg_engine)
 
