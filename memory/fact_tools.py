@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from .errors import FactRejectedError, InvalidInputError, NotFoundError
+from .memory_tools import UserRef, register_functions
 from .models import Fact
 
-UserRef = str | Callable[[], str]
+
 Category = Literal["preference", "constraint", "stable_fact"]
 
 
@@ -103,10 +104,4 @@ def fact_tools(mm: Any, user_id: UserRef) -> list[Callable[..., dict[str, Any]]]
 
 def register_fact_tools(toolbox: Any, mm: Any, user_id: UserRef, *, pin: bool = False) -> list[str]:
     """Register remember, forget and recall in ``toolbox`` (optionally pinned); returns their names."""
-    names = []
-    for fn in fact_tools(mm, user_id):
-        toolbox.register_tool(fn, name=fn.__name__)
-        if pin:
-            toolbox.pin(fn.__name__)
-        names.append(fn.__name__)
-    return names
+    return register_functions(toolbox, list(fact_tools(mm, user_id)), pin=pin)

@@ -79,10 +79,13 @@ def memory_tools(mm: "MemoryManager", user_id: UserRef, *, thread_id: ThreadRef 
 def register_memory_tools(toolbox: Any, mm: "MemoryManager", user_id: UserRef, *, pin: bool = False,
                           **kwargs: Any) -> list[str]:
     """Register the memory tools in ``toolbox`` (optionally pinned); returns their names."""
-    names = []
-    for fn in memory_tools(mm, user_id, **kwargs):
-        toolbox.register_tool(fn, name=fn.__name__)
-        if pin:
-            toolbox.pin(fn.__name__)
-        names.append(fn.__name__)
+    return register_functions(toolbox, memory_tools(mm, user_id, **kwargs), pin=pin)
+
+
+def register_functions(toolbox: Any, functions: list[Callable[..., Any]], *, pin: bool = False) -> list[str]:
+    """Register closures under their own names in one batch (optionally pinned); returns the names."""
+    names = [fn.__name__ for fn in functions]
+    toolbox.register_tools(functions, names=names)
+    for name in names if pin else []:
+        toolbox.pin(name)
     return names

@@ -16,12 +16,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .memory_tools import UserRef, register_functions
 from .search import MemoryHit
 
 if TYPE_CHECKING:  # pragma: no cover
     from .manager import MemoryManager
 
-UserRef = str | Callable[[], str]
+
 
 #: Default threshold of the tool, for MiniLM scores. ``bench/recall.py`` measures the
 #: trade-off: at 0.35 about a third of unanswerable questions come back empty while
@@ -92,13 +93,7 @@ def search_tools(mm: "MemoryManager", user_id: UserRef, *, min_score: float | No
 def register_search_tools(toolbox: Any, mm: "MemoryManager", user_id: UserRef, *, pin: bool = False,
                           **kwargs: Any) -> list[str]:
     """Register ``search_memory`` in ``toolbox`` (optionally pinned); returns the names."""
-    names = []
-    for fn in search_tools(mm, user_id, **kwargs):
-        toolbox.register_tool(fn, name=fn.__name__)
-        if pin:
-            toolbox.pin(fn.__name__)
-        names.append(fn.__name__)
-    return names
+    return register_functions(toolbox, search_tools(mm, user_id, **kwargs), pin=pin)
 
 
 def _date(value: str | None, field: str) -> datetime | None:
