@@ -8,7 +8,7 @@ from .corrections import Correction
 from .db import Database, connect
 from .embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
 from .errors import (AccessDeniedError, AgentMemError, ConfigurationError, DatabaseUnavailableError,
-                     DimensionMismatchError, EmbeddingError, FactCategoryError, FactRejectedError, FactTooLongError,
+                     DimensionMismatchError, EmbeddingError, EmbeddingModelMismatchError, FactCategoryError, FactRejectedError, FactTooLongError,
                      InvalidInputError, LLMError, MigrationError, NotFoundError, TooManyFactsError,
                      VectorExtensionMissingError)
 from .fact_tools import ToolError, fact_tools, register_fact_tools
@@ -48,7 +48,7 @@ __all__ = [
     "AppRole", "create_app_role",
     # errors
     "AgentMemError", "AccessDeniedError", "ConfigurationError", "DatabaseUnavailableError",
-    "DimensionMismatchError", "EmbeddingError", "FactCategoryError", "FactRejectedError", "FactTooLongError",
+    "DimensionMismatchError", "EmbeddingError", "EmbeddingModelMismatchError", "FactCategoryError", "FactRejectedError", "FactTooLongError",
     "InvalidInputError", "LLMError", "MigrationError", "NotFoundError", "TooManyFactsError",
     "VectorExtensionMissingError",
 ]

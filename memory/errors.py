@@ -28,6 +28,10 @@ class DimensionMismatchError(AgentMemError):
     """The embedding model's dimension differs from the one the schema was created with."""
 
 
+class EmbeddingModelMismatchError(DimensionMismatchError):
+    """The schema's vectors come from another embedding model (even one of the same dimension)."""
+
+
 class MigrationError(AgentMemError):
     """A schema migration failed; the database is left at the last migration that succeeded."""
 

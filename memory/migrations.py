@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from .errors import DimensionMismatchError, MigrationError, VectorExtensionMissingError
+from .errors import DimensionMismatchError, EmbeddingModelMismatchError, MigrationError, VectorExtensionMissingError
 
 _FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 
@@ -175,6 +175,13 @@ def _check_dimension(conn: psycopg.Connection, dimension: int, model_name: str) 
             f"schema was created for {stored} dimensions (model {model[0] if model else 'unknown'!r}). "
             "Use the same model, or a new schema (AGENTMEM_SCHEMA) for the new one; vectors of "
             "different models are never mixed."
+        )
+    model = conn.execute("SELECT value FROM agentmem_meta WHERE key = 'embedding_model'").fetchone()
+    if model is not None and model[0] != model_name:
+        raise EmbeddingModelMismatchError(
+            f"this schema holds vectors of the embedding model {model[0]!r}; {model_name!r} has the same "
+            f"dimension ({dimension}) but another vector space, so its vectors would be silently wrong next "
+            "to them. Use the same model, or a new schema (AGENTMEM_SCHEMA) for the new one."
         )
     return stored
 

@@ -117,3 +117,12 @@ def test_unreachable_server_is_a_clear_error(tmp_path):
     uri = f"postgresql://nobody@/postgres?host={tmp_path}&connect_timeout=2"
     with pytest.raises(DatabaseUnavailableError, match="cannot connect"):
         _migrate(uri, "agent_memory")
+
+
+def test_same_dimension_other_model_is_refused(pg_uri, fresh_schema):
+    from memory.errors import EmbeddingModelMismatchError
+
+    migrations.migrate(pg_uri, schema=fresh_schema, dimension=384, model_name="all-MiniLM-L6-v2")
+    assert migrations.migrate(pg_uri, schema=fresh_schema, dimension=384, model_name="all-MiniLM-L6-v2") == []
+    with pytest.raises(EmbeddingModelMismatchError, match="another vector space"):
+        migrations.migrate(pg_uri, schema=fresh_schema, dimension=384, model_name="hash-embedder")
