@@ -17,10 +17,16 @@ The grammar is small and general, not a list of phrases:
   (``last May``: the most recent May that has started; ``this May``: the current
   year's);
 * a year on its own after ``in|since|during`` (``in 2023``) and ISO dates (``2024-05-03``);
-* seasons (``last summer``, northern hemisphere).
+* seasons (northern hemisphere) with a time cue: ``last|this|next|past`` (``last
+  summer``), a year (``the fall of 2023``, ``winter 2024``), or a preposition whose
+  season word ends the phrase (``in the spring``, ``during the winter when...``). A
+  season word that names something ("the spring boot config", "fall colors", "winter
+  tyres") is not a time.
 
-``since X`` turns the range into [start of X, now). The words "may" and "march" alone
-are not read as months: a month needs one of the cues above.
+Open ranges: ``since X`` is [start of X, now), ``after X`` [end of X, now), ``before X``
+[:data:`EARLIEST`, start of X) and ``until|till|up to X`` [:data:`EARLIEST`, end of X),
+whatever X is (a month, a season, a year, a date, "last week"). The words "may" and
+"march" alone are not read as months: a month needs one of the cues above.
 """
 
 from __future__ import annotations
@@ -40,6 +46,15 @@ NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "fiv
                 "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "a couple of": 2,
                 "few": 3, "a few": 3, "several": 4}
 SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+#: The start of an open range ("before May"): far enough back for any stored row.
+EARLIEST = datetime(1900, 1, 1, tzinfo=timezone.utc)
+#: Words that may follow a season after a preposition and still leave it a time
+#: ("in the summer when we moved"), unlike a noun ("in the spring boot config").
+_AFTER_SEASON = frozenset(
+    "i we you he she they it my our your his her their the a an and or but so when while as if because "
+    "before after until since then of at in on to for with by last this next is was were are did do does "
+    "had have has will would could should about from around near over into there here that which where who "
+    "too again only just please also now yet ever".split())
 
 _MONTH = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _WEEKDAY = r"(?P<weekday>" + "|".join(WEEKDAYS) + r")"
@@ -166,9 +181,19 @@ def _match_month(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
     return start, end
 
 
+class _NotATime(ValueError):
+    """The words matched a pattern but are not a time expression here."""
+
+
 def _match_season(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
     tz = now.tzinfo
     first = SEASONS[m.group("season")]
+    which = m.group("which") or ""
+    if not m.group("year") and which not in ("last", "this", "next", "past"):
+        # A bare season word, or one after a preposition that a noun follows, names a thing.
+        follower = m.group("next")
+        if not which or (follower and follower not in _AFTER_SEASON and not follower.isdigit()):
+            raise _NotATime(m.group(0))
 
     def bounds(y: int) -> tuple[datetime, datetime]:
         return _month_range(y, first, tz)[0], _month_range(*_add_months(y, first, 3), tz)[0]
@@ -176,8 +201,10 @@ def _match_season(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
     if m.group("year"):
         return bounds(int(m.group("year")))
     year = now.year if bounds(now.year)[0] <= now else now.year - 1  # the most recent that has started
-    if (m.group("which") or "") == "last" and bounds(year)[1] > now:
+    if which == "last" and bounds(year)[1] > now:
         year -= 1  # "last summer" said during a summer: the one before
+    elif which == "next":
+        year = year + 1 if bounds(year)[0] <= now else year
     return bounds(year)
 
 
@@ -204,19 +231,22 @@ _PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
     (re.compile(rf"\b{_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?\b"), _match_month),
     (re.compile(rf"\b(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+{_YEAR})?\b"), _match_month),
     (re.compile(rf"\b{_PART}{_MONTH}(?:\s+of)?,?\s+{_YEAR}\b"), _match_month),
-    (re.compile(rf"\b(?P<cue>in|last|this|next|since|during|early|late|mid|until|before|after|of|from)\s+"
-                rf"{_PART}{_MONTH}(?!\w)(?:,?\s+{_YEAR})?"), _match_month),
+    (re.compile(rf"\b(?P<cue>in|last|this|next|since|during|early|late|mid|until|till|before|after|of|from|prior to|up to|up until)\s+"
+                rf"{_PART}{_MONTH}(?!\w)(?!\s+[0-3]?\d(?:st|nd|rd|th)?\b)(?:,?\s+{_YEAR})?"), _match_month),
     (re.compile(rf"\b{_NUM}\s+{_UNIT}\s+(?:ago|back|before now)\b"), _match_ago),
     (re.compile(rf"\b(?:in\s+|over\s+|during\s+)?(?:the\s+)?(?:past|last)\s+{_NUM}\s+{_UNIT}\b"), _match_past_n),
     (re.compile(r"\b(?P<which>last|this|next|previous|past|current)\s+(?P<unit>day|week|weekend|month|year)\b"),
      _match_relative_unit),
     (re.compile(rf"\b(?:(?P<which>last|this|on|past)\s+){_WEEKDAY}\b"), _match_weekday),
-    (re.compile(r"\b(?:(?P<which>last|this|in|during)\s+)?(?:the\s+)?(?P<season>spring|summer|autumn|fall|winter)"
-                rf"(?:\s+(?:of\s+)?{_YEAR})?\b"), _match_season),
-    (re.compile(rf"\b(?:in|since|during|of|from|back in)\s+{_YEAR}\b"), _match_year),
+    (re.compile(r"\b(?:(?P<which>last|this|next|past|in|during|since|until|till|before|after|over|through)"
+                r"\s+)?(?:the\s+)?(?P<season>spring|summer|autumn|fall|winter)"
+                rf"(?:\s+(?:of\s+)?{_YEAR})?(?P<rest>(?:(?:\s+|-)(?P<next>\w+))?)\b"), _match_season),
+    (re.compile(rf"\b(?:in|since|during|of|from|back in|before|after|until|till)\s+{_YEAR}\b(?!-\d)"), _match_year),
     (re.compile(r"\b(?P<anchor>yesterday|today|tonight|this morning|this afternoon|this evening)\b"), _match_anchor),
 ]
-_SINCE = re.compile(r"\b(?:since|after)\s+$")
+#: An open-range cue right before (or opening) the expression: "before May", "until last week".
+_OPEN_CUE = re.compile(r"\b(?P<cue>since|after|before|until|till|up to|up until|prior to)\s+(?:the\s+)?$")
+_OPEN_FIRST = re.compile(r"(?P<cue>since|after|before|until|till|prior to|up to|up until)\b")
 
 
 def parse_time_range(text: str, now: datetime | None = None) -> TimeRange | None:
@@ -228,18 +258,34 @@ def parse_time_range(text: str, now: datetime | None = None) -> TimeRange | None
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)
     lowered = text.lower()
-    best: tuple[int, int, re.Match[str], Handler] | None = None
+    best: tuple[int, int, re.Match[str], Handler, tuple[datetime, datetime]] | None = None
     for pattern, handler in _PATTERNS:
-        m = pattern.search(lowered)
-        if m and (best is None or m.start() < best[0] or (m.start() == best[0] and m.end() > best[1])):
-            best = (m.start(), m.end(), m, handler)
+        for m in pattern.finditer(lowered):
+            if best is not None and m.start() > best[0]:
+                break
+            try:
+                found = handler(m, now)
+            except (ValueError, KeyError, OverflowError):
+                continue  # not a time here (or an impossible date): try the next match
+            end_i = m.end() - len(m.groupdict().get("rest") or "")
+            if best is None or m.start() < best[0] or (m.start() == best[0] and end_i > best[1]):
+                best = (m.start(), end_i, m, handler, found)
+            break
     if best is None:
         return None
-    start_i, end_i, m, handler = best
-    try:
-        start, end = handler(m, now)
-    except (ValueError, KeyError, OverflowError):
-        return None
-    if _SINCE.search(lowered[:start_i]) or m.group(0).startswith(("since", "after")):
+    start_i, end_i, m, _, (start, end) = best
+    cue_m = _OPEN_FIRST.match(m.group(0))
+    if cue_m is None:
+        cue_m = _OPEN_CUE.search(lowered[:start_i])
+        if cue_m is not None:
+            start_i = cue_m.start()  # the cue belongs to the phrase
+    cue = cue_m.group("cue") if cue_m else ""
+    if cue == "since":
         end = max(end, now)
+    elif cue == "after":
+        start, end = end, max(end, now)
+    elif cue in ("before", "prior to"):
+        start, end = min(EARLIEST, start), start
+    elif cue in ("until", "till", "up to", "up until"):
+        start = min(EARLIEST, start)
     return TimeRange(start=start, end=end, phrase=text[start_i:end_i], span=(start_i, end_i))
