@@ -48,7 +48,7 @@ from .models import Message, Summary
 from .monitor import ContextStatus, ContextUsage, calculate_context_usage, monitor_context_window
 from .summarizer import Summarizer
 from .tokens import count_tokens
-from .validation import check_uuid
+from .validation import check_count, check_uuid
 
 Status = Literal["summarized", "nothing_to_summarize", "conflict"]
 
@@ -158,8 +158,7 @@ class ConsolidationMixin(StoreBase):
                                focus: str | None = None) -> ConsolidationResult:
         """Summarise the thread's unsummarized whole turns and mark them, atomically."""
         uid, tid = self._uid(user_id), self._tid(thread_id)
-        if not isinstance(keep_recent, int) or isinstance(keep_recent, bool) or keep_recent < 0:
-            raise InvalidInputError(f"keep_recent must be a non-negative integer, got {keep_recent!r}")
+        check_count(keep_recent, "keep_recent")
         rows = self.read_thread(tid, uid, include_summarized=False)  # type: ignore[attr-defined]
         turns = group_turns(rows)
         chosen_turns = turns[:len(turns) - keep_recent] if keep_recent else list(turns)

@@ -18,7 +18,8 @@ from psycopg.types.json import Jsonb
 from ._store import StoreBase, insert_returning, select_list
 from .errors import InvalidInputError
 from .models import ROLES, Message
-from .validation import check_choice, check_json, check_optional_text, check_positive_int, check_text
+from .validation import (check_bool, check_choice, check_datetime, check_object, check_optional_text,
+                         check_positive_int, check_text, check_tool_calls)
 
 _INSERT = sql.SQL(
     "INSERT INTO conversational_memory (user_id, thread_id, role, content, tool_call_id, tool_name,"
@@ -66,13 +67,10 @@ class ConversationMixin(StoreBase):
                    allow_empty=msg.role in ("assistant", "tool"))
         check_optional_text(msg.tool_call_id, "tool_call_id", max_chars=s.max_id_chars)
         check_optional_text(msg.tool_name, "tool_name", max_chars=s.max_id_chars)
-        check_json(msg.tool_args, "tool_args", max_chars=s.max_content_chars)
-        check_json(msg.tool_calls, "tool_calls", max_chars=s.max_content_chars)
-        check_json(msg.metadata, "metadata", max_chars=s.max_content_chars)
-        if msg.tool_calls is not None and not isinstance(msg.tool_calls, list):
-            raise InvalidInputError("tool_calls must be a list of {id, name, args} objects")
-        if msg.created_at is not None and not isinstance(msg.created_at, datetime):
-            raise InvalidInputError("created_at must be a datetime")
+        check_object(msg.tool_args, "tool_args", max_chars=s.max_content_chars)
+        check_tool_calls(msg.tool_calls, max_chars=s.max_content_chars)
+        check_object(msg.metadata, "metadata", max_chars=s.max_content_chars)
+        check_datetime(msg.created_at, "created_at")
         if msg.role == "tool" and not msg.tool_call_id:
             raise InvalidInputError("a tool message needs the tool_call_id of the call it answers")
         return msg
@@ -92,7 +90,10 @@ class ConversationMixin(StoreBase):
         Every message is validated first: if any is rejected, none is written.
         """
         uid, tid = self._uid(user_id), self._tid(thread_id)
+        if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+            raise InvalidInputError("messages must be a list of dicts or NewMessage objects")
         checked = [self._check_message(m) for m in messages]
+        check_bool(embed, "embed")
         if not checked:
             return []
         if len(checked) > self.settings.max_batch:
@@ -133,6 +134,7 @@ class ConversationMixin(StoreBase):
     def read_thread(self, thread_id: str, user_id: str, *, include_summarized: bool = True) -> list[Message]:
         """Every message of a thread in order, summarized ones included by default."""
         uid, tid = self._uid(user_id), self._tid(thread_id)
+        check_bool(include_summarized, "include_summarized")
         cond = sql.SQL("") if include_summarized else sql.SQL(" AND summary_id IS NULL")
         stmt = sql.SQL(
             "SELECT {cols} FROM conversational_memory WHERE user_id = %s AND thread_id = %s{cond}"

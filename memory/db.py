@@ -21,6 +21,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import embedded, migrations
+from .dates import register_clamping_loaders
 from .errors import AccessDeniedError, DatabaseUnavailableError
 from .settings import Settings
 
@@ -85,6 +86,7 @@ def resolve_conninfo(settings: Settings) -> tuple[str, bool]:
 def _configure(schema: str):
     def configure(conn: psycopg.Connection) -> None:
         register_vector(conn)
+        register_clamping_loaders(conn)
         ext = conn.execute(
             "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
             "WHERE e.extname = 'vector'"

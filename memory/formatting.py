@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from .models import Entity, Fact, KnowledgeItem, Message, Summary, Workflow
+from .shapes import MALFORMED, call_parts
 
 CONVERSATION = "## Conversation Memory"
 SUMMARIES = "## Summary Memory"
@@ -51,11 +52,17 @@ def _message_line(m: Message) -> str:
     if m.role == "tool":
         return f"[{stamp}] tool {m.tool_name or ''} result ({m.tool_call_id}): {m.content}"
     if m.tool_calls:
-        calls = ", ".join(f"{c.get('name')}({json.dumps(c.get('args', {}), ensure_ascii=False)})"
-                          for c in m.tool_calls)
+        calls = ", ".join(_call_text(c) for c in m.tool_calls)
         text = f" {m.content}" if m.content else ""
         return f"[{stamp}] {m.role}:{text} [calls {calls}]"
     return f"[{stamp}] {m.role}: {m.content}"
+
+
+def _call_text(call: dict[str, Any]) -> str:
+    _, name, args = call_parts(call)
+    if name == MALFORMED:
+        return f"{name} {json.dumps(call.get('raw'), ensure_ascii=False, default=str)[:500]}"
+    return f"{name}({json.dumps(args, ensure_ascii=False, default=str)})"
 
 
 def format_conversation(messages: Sequence[Message]) -> str:

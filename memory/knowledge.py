@@ -11,7 +11,7 @@ from psycopg.types.json import Jsonb
 from ._store import StoreBase, insert_returning, select_list
 from .errors import InvalidInputError
 from .models import KnowledgeItem
-from .validation import check_json, check_text
+from .validation import check_bool, check_object, check_text
 
 
 class KnowledgeMixin(StoreBase):
@@ -28,8 +28,8 @@ class KnowledgeMixin(StoreBase):
                 raise InvalidInputError("each knowledge item must be a dict with at least 'content'")
             content = self._content(item.get("content"))
             source = check_text(item.get("source") or "", "source", max_chars=2000, allow_empty=True)
-            metadata = check_json(item.get("metadata") or {}, "metadata", max_chars=self.settings.max_content_chars)
-            rows.append(dict(user_id=uid, content=content, source=source, metadata=Jsonb(metadata),
+            metadata = check_object(item.get("metadata"), "metadata", max_chars=self.settings.max_content_chars)
+            rows.append(dict(user_id=uid, content=content, source=source, metadata=Jsonb(metadata or {}),
                              content_hash=hashlib.sha256(content.encode()).hexdigest()))
         if not rows:
             return []
@@ -46,5 +46,6 @@ class KnowledgeMixin(StoreBase):
     def read_knowledge(self, query: str, user_id: str, k: int = 5, *, hybrid: bool = True) -> list[KnowledgeItem]:
         """Passages of this user most relevant to ``query``."""
         uid = self._uid(user_id)
+        check_bool(hybrid, "hybrid")
         return self._similar("knowledge_memory", KnowledgeItem, query, sql.SQL("user_id = %(uid)s"),
                              {"uid": uid}, k=self._k(k), hybrid=hybrid)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .shapes import readable_object, readable_tool_calls
+
 ROLES = ("system", "user", "assistant", "tool")
 FACT_CATEGORIES = ("preference", "constraint", "stable_fact")
 
@@ -26,6 +28,10 @@ class Message:
     metadata: dict[str, Any] = field(default_factory=dict)
     summary_id: uuid.UUID | None = None
 
+    def __post_init__(self) -> None:  # a row written by plain SQL may hold any JSON (memory.shapes)
+        self.tool_calls = readable_tool_calls(self.tool_calls)
+        self.metadata = readable_object(self.metadata)
+
 
 @dataclass
 class Summary:
@@ -43,6 +49,9 @@ class Summary:
     metadata: dict[str, Any] = field(default_factory=dict)
     score: float | None = None
 
+    def __post_init__(self) -> None:
+        self.metadata = readable_object(self.metadata)
+
     @property
     def reference(self) -> str:
         return f"[Summary ID: {self.summary_id}] {self.description}"
@@ -58,6 +67,9 @@ class KnowledgeItem:
     created_at: datetime
     score: float | None = None
 
+    def __post_init__(self) -> None:
+        self.metadata = readable_object(self.metadata)
+
 
 @dataclass
 class Workflow:
@@ -72,6 +84,10 @@ class Workflow:
     use_count: int
     created_at: datetime
     score: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, list):
+            self.steps = [] if self.steps is None else [self.steps]
 
 
 @dataclass

@@ -54,7 +54,7 @@ from ._store import StoreBase, fuse_rankings
 from .conversation import embedding_text
 from .errors import InvalidInputError
 from .timeparse import TimeRange, parse_time_range
-from .validation import check_text
+from .validation import check_number, check_positive_int, check_text
 
 KINDS = ("messages", "summaries", "facts")
 METHODS = ("hybrid", "vector", "keyword")
@@ -217,6 +217,8 @@ class SearchMixin(StoreBase):
             if value is not None and not isinstance(value, datetime):
                 raise InvalidInputError(f"{name} must be a datetime")
         w = weights or DEFAULT_WEIGHTS
+        if min_score is not None:
+            min_score = check_number(min_score, "min_score")
         if w.fusion not in ("linear", "rrf"):
             raise InvalidInputError("fusion must be 'linear' or 'rrf'")
 
@@ -254,6 +256,9 @@ class SearchMixin(StoreBase):
         work instead of embedding the same rows twice.
         """
         uid = self._uid(user_id) if user_id is not None else None
+        batch_size = check_positive_int(batch_size, "batch_size", maximum=10_000)
+        if limit is not None:
+            limit = check_positive_int(limit, "limit")
         done = 0
         while limit is None or done < limit:
             size = batch_size if limit is None else min(batch_size, limit - done)

@@ -18,7 +18,8 @@ from psycopg.types.json import Jsonb
 from ._store import StoreBase, select_list
 from .errors import NotFoundError
 from .models import Summary
-from .validation import check_json, check_optional_text, check_text, check_uuid
+from .validation import (check_count, check_datetime, check_id, check_object, check_optional_count, check_text,
+                         check_uuid)
 
 _INSERT = sql.SQL(
     "INSERT INTO summary_memory (summary_id, user_id, thread_id, description, content, source_count,"
@@ -37,13 +38,17 @@ class SummaryMixin(StoreBase):
         tid = self._tid(thread_id) if thread_id is not None else None
         description = check_text(description, "description", max_chars=500)
         content = self._content(content)
-        metadata = check_json(extra.get("metadata") or {}, "metadata", max_chars=self.settings.max_content_chars)
+        metadata = check_object(extra.get("metadata"), "metadata", max_chars=self.settings.max_content_chars)
+        summary_id = extra.get("summary_id")
         return dict(
-            summary_id=extra.get("summary_id") or uuid.uuid4(), user_id=uid, thread_id=tid,
-            description=description, content=content, source_count=int(extra.get("source_count", 0)),
-            first_message_at=extra.get("first_message_at"), last_message_at=extra.get("last_message_at"),
-            source_tokens=extra.get("source_tokens"), summary_tokens=extra.get("summary_tokens"),
-            metadata=Jsonb(metadata), embedding=self._embed([f"{description}\n{content}"])[0],
+            summary_id=check_uuid(summary_id, "summary_id") if summary_id is not None else uuid.uuid4(),
+            user_id=uid, thread_id=tid, description=description, content=content,
+            source_count=check_count(extra.get("source_count", 0), "source_count"),
+            first_message_at=check_datetime(extra.get("first_message_at"), "first_message_at"),
+            last_message_at=check_datetime(extra.get("last_message_at"), "last_message_at"),
+            source_tokens=check_optional_count(extra.get("source_tokens"), "source_tokens"),
+            summary_tokens=check_optional_count(extra.get("summary_tokens"), "summary_tokens"),
+            metadata=Jsonb(metadata or {}), embedding=self._embed([f"{description}\n{content}"])[0],
         )
 
     def _insert_summary(self, conn: Any, row: dict[str, Any]) -> Summary:
@@ -76,7 +81,7 @@ class SummaryMixin(StoreBase):
     def read_summaries(self, user_id: str, thread_id: str | None = None, limit: int = 50) -> list[Summary]:
         """This user's summaries (of one thread, if given), oldest first."""
         uid = self._uid(user_id)
-        tid = check_optional_text(thread_id, "thread_id", max_chars=self.settings.max_id_chars)
+        tid = self._tid(thread_id) if thread_id is not None else None
         stmt = sql.SQL(
             "SELECT * FROM (SELECT {cols}, NULL::float8 AS score FROM summary_memory WHERE user_id = %s"
             " AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC LIMIT %s) s ORDER BY created_at"

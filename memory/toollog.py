@@ -11,7 +11,8 @@ from psycopg.types.json import Jsonb
 from ._store import StoreBase, select_list
 from .errors import NotFoundError
 from .models import ToolLogEntry
-from .validation import check_choice, check_json, check_optional_text, check_positive_int, check_text
+from .validation import (check_choice, check_duration_ms, check_object, check_optional_text, check_positive_int,
+                         check_text)
 
 
 class ToolLogMixin(StoreBase):
@@ -22,7 +23,8 @@ class ToolLogMixin(StoreBase):
         uid = self._uid(user_id)
         tid = self._tid(thread_id) if thread_id is not None else None
         tool_name = check_text(tool_name, "tool_name", max_chars=s.max_id_chars)
-        check_json(args, "args", max_chars=s.max_content_chars)
+        check_object(args if args is not None else {}, "args", max_chars=s.max_content_chars)
+        duration_ms = check_duration_ms(duration_ms)
         output = check_optional_text(output, "output", max_chars=s.max_tool_output_chars)
         error = check_optional_text(error, "error", max_chars=s.max_content_chars)
         tool_call_id = check_optional_text(tool_call_id, "tool_call_id", max_chars=s.max_id_chars)
@@ -32,7 +34,7 @@ class ToolLogMixin(StoreBase):
             " duration_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {cols}"
         ).format(cols=select_list(ToolLogEntry))
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(ToolLogEntry)) as cur:
-            row = cur.execute(stmt, (uid, tid, tool_call_id, tool_name, Jsonb(args), output, status, error,
+            row = cur.execute(stmt, (uid, tid, tool_call_id, tool_name, Jsonb(args if args is not None else {}), output, status, error,
                                      duration_ms)).fetchone()
         assert row is not None
         return row

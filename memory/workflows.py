@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 from ._store import StoreBase, select_list
 from .errors import InvalidInputError, NotFoundError
 from .models import Workflow
-from .validation import check_json, check_text, check_uuid
+from .validation import check_bool, check_json, check_text, check_uuid
 
 
 class WorkflowMixin(StoreBase):
@@ -26,6 +26,7 @@ class WorkflowMixin(StoreBase):
         description = self._content(description, "description")
         query = check_text(query, "query", max_chars=self.settings.max_content_chars, allow_empty=True)
         outcome = check_text(outcome, "outcome", max_chars=self.settings.max_content_chars, allow_empty=True)
+        check_bool(shared, "shared")
         if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence) or not steps:
             raise InvalidInputError("steps must be a non-empty list of steps, in order")
         check_json(list(steps), "steps", max_chars=self.settings.max_content_chars)
@@ -43,12 +44,14 @@ class WorkflowMixin(StoreBase):
     def read_workflows(self, query: str, user_id: str, k: int = 3, *, hybrid: bool = True) -> list[Workflow]:
         """This user's workflows and shared ones, most relevant first."""
         uid = self._uid(user_id)
+        check_bool(hybrid, "hybrid")
         return self._similar("workflow_memory", Workflow, query,
                              sql.SQL("(user_id = %(uid)s OR user_id IS NULL)"), {"uid": uid},
                              k=self._k(k), hybrid=hybrid)
 
     def record_workflow_use(self, workflow_id: str, user_id: str, *, success: bool = True) -> None:
         wid, uid = check_uuid(workflow_id, "workflow_id"), self._uid(user_id)
+        check_bool(success, "success")
         with self.db.connection(uid) as conn:
             cur = conn.execute(
                 "UPDATE workflow_memory SET use_count = use_count + 1,"
