@@ -17,7 +17,11 @@
    line in it, then store the user's message;
 5. loop model -> tool calls -> tool results, storing every assistant and tool message,
    bounded by ``max_iterations`` and ``max_seconds``; at the bound the model is asked
-   for a final answer with tools disabled;
+   for a final answer with tools disabled. Each tool call may use only what is left of
+   ``max_seconds`` (``Toolbox.execute(timeout=...)``); a call made when nothing is left
+   is answered "not run". Whatever the model puts in a call (a NUL byte, a lone
+   surrogate, arguments nested 5,000 deep) becomes a tool error it can read, and is
+   stored escaped: the turn goes on;
 6. record the workflow that succeeded (the ordered tool calls) and the entities the
    user mentioned.
 
@@ -30,15 +34,15 @@ from __future__ import annotations
 import contextvars
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .context import BuiltContext, ContextBudgetError, ContextBuilder, ContextParts, Passage
-from .errors import LLMError
+from .errors import AgentMemError, LLMError
 from .extract import Mention, heuristic_entities, model_entities
 from .formatting import entity_line, fact_line, knowledge_line, workflow_line
 from .llm import fallback_exceptions, invoke, message_text
 from .monitor import ContextStatus, monitor_context_window, usable_budget
-from .validation import check_text
+from .validation import check_json, check_text
 
 if TYPE_CHECKING:  # langchain is imported when a turn runs, so `import memory` stays light
     from langchain_core.messages import AIMessage, BaseMessage
@@ -57,6 +61,36 @@ call summarize_and_store to consolidate older conversation. To read what a \
 
 FORCE_FINAL = ("You have reached this turn's limit of tool calls or time. Do not call tools. "
                "Answer the user now with what you have found so far.")
+
+def storable(text: str, limit: int) -> str:
+    """``text`` as PostgreSQL can store it: NUL bytes escaped, lone surrogates replaced, cut to ``limit``."""
+    text = text.replace("\x00", "\\x00")
+    if not text.isascii():
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    if len(text) > limit:
+        marker = f"\n[cut: {len(text):,} characters, the first {limit - 80:,} kept]"
+        text = text[:limit - 80] + marker[:80]
+    return text
+
+
+def _stored_calls(calls: Sequence[Mapping[str, Any]], limit: int, id_limit: int) -> list[dict[str, Any]] | None:
+    """The model's tool calls as they can be stored (see :func:`storable`); None if there are none."""
+    from toolbox.calls import safe_repr
+
+    out = []
+    for c in calls:
+        args = c.get("args")
+        try:
+            check_json(args, "args", max_chars=limit)
+            ok = isinstance(args, dict)
+        except AgentMemError:
+            ok = False
+        cid = c.get("id")
+        out.append({"id": storable(cid, id_limit) if isinstance(cid, str) else None,
+                    "name": storable(str(c.get("name") or ""), id_limit) or "(none)",
+                    "args": args if ok else {"unstorable_arguments": storable(safe_repr(args), 2000)}})
+    return out or None
+
 
 _TURN: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("agentmem_turn")
 
@@ -228,25 +262,32 @@ class MemoryAgent:
             result.iterations += 1
             calls = list(ai.tool_calls or [])
             text = message_text(ai)
-            mm.write_conversational_memory(
-                uid, tid, "assistant", text,
-                tool_calls=[{"id": c.get("id"), "name": c["name"], "args": c.get("args", {})} for c in calls] or None,
-            )
+            s = mm.settings
+            mm.write_conversational_memory(uid, tid, "assistant", storable(text, s.max_content_chars),
+                                           tool_calls=_stored_calls(calls, s.max_content_chars, s.max_id_chars))
             messages.append(ai)
             if not calls:
                 answer = text
                 break
             for call in calls:
-                res = self.toolbox.execute(call, user_id=uid, thread_id=tid)
-                result.tool_calls.append(ToolCallRecord(call["name"], dict(call.get("args") or {}), res.status,
-                                                        res.content, res.log_id))
+                left = self.max_seconds - (time.monotonic() - started)
+                if left > 0:
+                    res = self.toolbox.execute(call, user_id=uid, thread_id=tid, timeout=left)
+                else:
+                    res = self.toolbox.skip(call, user_id=uid, thread_id=tid)
+                name = str(call.get("name") or "")
+                args = call.get("args")
+                result.tool_calls.append(ToolCallRecord(name, dict(args) if isinstance(args, dict) else {},
+                                                        res.status, res.content, res.log_id))
+                cid = call.get("id") or res.tool_call_id or "call"
                 mm.write_conversational_memory(
-                    uid, tid, "tool", res.content, tool_call_id=call.get("id") or res.tool_call_id or "call",
-                    tool_name=call["name"], metadata={"status": res.status, "tool_log_id": res.log_id})
+                    uid, tid, "tool", storable(res.content, s.max_content_chars),
+                    tool_call_id=storable(str(cid), s.max_id_chars), tool_name=storable(name, s.max_id_chars) or None,
+                    metadata={"status": res.status, "tool_log_id": res.log_id})
                 messages.append(res.to_message())
         if answer is None:
             answer = self._forced_final(messages, schemas, result)
-            mm.write_conversational_memory(uid, tid, "assistant", answer)
+            mm.write_conversational_memory(uid, tid, "assistant", storable(answer, mm.settings.max_content_chars))
         result.answer = answer
         result.workflow_recorded = self._record_workflow(message, answer, uid, result.tool_calls)
         result.entities = self._record_entities(message, uid)
@@ -280,7 +321,7 @@ class MemoryAgent:
                 self.mm.record_workflow_use(str(known.id), uid)
                 return True
         self.mm.write_workflow(uid, " -> ".join(names)[:200], f"Handle requests like: {message[:300]}", steps,
-                               query=message, outcome=answer[:500])
+                               query=message, outcome=storable(answer[:500], 600))
         return True
 
     def _record_entities(self, message: str, uid: str) -> list[Mention]:

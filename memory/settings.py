@@ -83,6 +83,11 @@ class Settings:
     embedding_batch_size: int = 64
     embedding_cache_size: int = 50_000
 
+    # Tools: seconds a tool call may run before the model gets a ``tool_timeout`` error
+    # (0: no limit, the tool runs in the caller's thread). ``register_tool(timeout=...)``
+    # overrides it per tool; see toolbox.running for what happens to a tool that hangs.
+    tool_timeout: float = 30.0
+
     @classmethod
     def from_env(cls, **overrides: Any) -> "Settings":
         """Build settings from the environment; keyword overrides win."""

@@ -7,7 +7,9 @@ JSON string; SDK objects are read through ``model_dump``). Arguments are validat
 against exactly the JSON schema the model was shown (jsonschema, draft 2020-12),
 then turned into the Python values the function expects (pydantic adapters: an
 Enum member, a model instance). Every problem is described in terms the model can
-act on: which argument, what was wrong, what the schema wants.
+act on: which argument, what was wrong, what the schema wants. Arguments nested
+deeper than :data:`MAX_DEPTH` are refused before anything recursive (the JSON
+parser, the schema validator) touches them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import concurrent.futures
 import dataclasses
 import inspect
 import json
+import reprlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -24,6 +27,29 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from pydantic import BaseModel, ValidationError
 
 from .models import Tool
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict = 8, 2000, 2000, 50, 50
+
+
+def safe_repr(value: Any) -> str:
+    """A bounded repr that cannot raise (depth, length and a failing ``__repr__`` all handled)."""
+    try:
+        return _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a __repr__ can raise anything
+        return f"<unprintable {type(value).__name__} object>"
+
+
+def safe_str(exc: BaseException) -> str:
+    """``str(exc)``, or a placeholder when its ``__str__`` raises."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001
+        return f"<{type(exc).__name__} whose message cannot be printed>"
+
+
+#: Deepest nesting of arguments accepted (no tool schema needs more; recursion needs less).
+MAX_DEPTH = 64
 
 
 @dataclass
@@ -34,8 +60,38 @@ class ParsedCall:
     problem: str | None = None  # set when the arguments could not be read as JSON
 
 
+def json_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of lists/dicts in ``value``, counted without recursion; stops past ``limit``."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def parse_call(call: Any) -> ParsedCall:
     """Normalise a LangChain or OpenAI tool call; never raises on the model's mistakes."""
+    try:
+        parsed = _parse_call(call)
+    except Exception as exc:  # noqa: BLE001 - a call object whose attributes raise
+        return ParsedCall("", {}, None, f"the tool call could not be read ({type(exc).__name__})")
+    if parsed.problem is None and json_depth(parsed.args) > MAX_DEPTH:
+        return ParsedCall(parsed.name, {}, parsed.id,
+                          f"the arguments are nested more than {MAX_DEPTH} levels deep; send a flat JSON object")
+    return parsed
+
+
+def _parse_call(call: Any) -> ParsedCall:
     if hasattr(call, "model_dump"):
         call = call.model_dump()
     elif not isinstance(call, dict) and hasattr(call, "__dict__"):
@@ -57,6 +113,9 @@ def parse_call(call: Any) -> ParsedCall:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             return ParsedCall(name, raw, call_id, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})")
+        except RecursionError:
+            return ParsedCall(name, raw[:2000], call_id, f"the arguments are nested more than {MAX_DEPTH} levels "
+                              "deep; send a flat JSON object")
     if not isinstance(raw, dict):
         return ParsedCall(name, raw, call_id, f"the arguments must be a JSON object, got {type(raw).__name__}")
     return ParsedCall(name, raw, call_id)
@@ -131,7 +190,18 @@ async def acall_function(func: Callable[..., Any], kwargs: dict[str, Any]) -> An
 
 
 def render_output(value: Any) -> str:
-    """A tool's return value as text for the model: strings as they are, the rest as JSON."""
+    """A tool's return value as text for the model: strings as they are, the rest as JSON.
+
+    Never raises: a value that cannot be serialised or even printed (a ``__str__`` or
+    ``__repr__`` that raises, nesting too deep) is shown as a bounded repr or a placeholder.
+    """
+    try:
+        return _render(value)
+    except Exception:  # noqa: BLE001 - RecursionError, or whatever a __str__ raises
+        return safe_repr(value)
+
+
+def _render(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
@@ -144,3 +214,5 @@ def render_output(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return repr(value)
+    except RecursionError:
+        return safe_repr(value)

@@ -29,6 +29,7 @@ class Tool:
     signature: str = ""
     adapters: dict[str, TypeAdapter[Any]] = field(default_factory=dict, repr=False)
     score: float | None = None  # set on tools returned by ``retrieve``
+    timeout: float | None = None  # seconds this tool may run; None: the toolbox's ``tool_timeout``
 
     @property
     def openai_schema(self) -> dict[str, Any]:
@@ -57,7 +58,7 @@ class ToolResult:
     hint: str | None = None  # how the model can fix the call
     duration_ms: float | None = None
     truncated: bool = False
-    output: Any = None  # the function's return value (not sent to the model)
+    output: Any = field(default=None, repr=False)  # the function's return value (not sent to the model)
     traceback: str | None = field(default=None, repr=False)  # of a tool that raised (kept in tool_log)
 
     @property

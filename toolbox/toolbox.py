@@ -22,7 +22,10 @@ Pinned tools are always added.
 Execution (``calls.py``) validates a model's tool call against the schema the model
 was shown, runs the function (sync or async), logs arguments, full output, status
 and duration in ``tool_log``, and answers every mistake with a structured result
-telling the model how to fix the call. Nothing the model does raises into the loop.
+telling the model how to fix the call. Nothing the model or the tool does raises into
+the loop (``KeyboardInterrupt`` excepted): a tool that hangs past its timeout, raises
+``SystemExit``, or returns a value that cannot be printed is an error result too
+(``running.py``).
 """
 
 from __future__ import annotations
@@ -36,23 +39,37 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
 
-from memory.errors import InvalidInputError
+from memory.errors import ConfigurationError, InvalidInputError
 from memory.manager import MemoryManager
-from memory.validation import check_id, check_json, check_positive_int, check_text
+from memory.validation import check_id, check_json, check_number, check_positive_int, check_text
 
 from . import store
 from .augment import Augmentation, augment
-from .calls import (ParsedCall, acall_function, call_function, check_arguments, convert_arguments, parse_call,
-                    render_output)
+from .calls import ParsedCall, check_arguments, convert_arguments, parse_call, render_output
 from .errors import ToolNotRegisteredError
 from .models import Tool, ToolResult
 from .ranking import DEFAULT_MIN_COVERAGE, DEFAULT_RRF_K, DEFAULT_WEIGHTS, MODES, rank_tools
+from .running import Outcome, arun_tool, run_tool, safe_repr, safe_str
 from .schema import FunctionSpec, describe_function
 from .text import content_hash, search_text
 
 log = logging.getLogger("toolbox")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The longest tool timeout accepted (seconds); longer ones are a mistake.
+MAX_TIMEOUT = 86_400.0
+
+
+def check_timeout(value: Any, field: str = "timeout") -> float | None:
+    """None, or seconds in (0, MAX_TIMEOUT]."""
+    if value is None:
+        return None
+    seconds = check_number(value, field)
+    if not 0 < seconds <= MAX_TIMEOUT:
+        raise InvalidInputError(f"{field} must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, "
+                                f"got {value!r}")
+    return seconds
 
 
 
@@ -95,31 +112,40 @@ class Toolbox:
         self._lock = threading.RLock()
         self._said_no_llm = False
         self.llm_calls = 0  # augmentation calls made, for tests and benchmarks
+        default = mm.settings.tool_timeout
+        if isinstance(default, bool) or not isinstance(default, (int, float)) or not 0 <= default <= MAX_TIMEOUT:
+            raise ConfigurationError(f"AGENTMEM_TOOL_TIMEOUT={default!r}: use seconds between 0 (no limit) and "
+                                     f"{MAX_TIMEOUT:g}")
+        #: Seconds a tool may run unless registered with its own ``timeout`` (None: no limit).
+        self.tool_timeout: float | None = float(default) or None
 
     # -- registration ---------------------------------------------------------------
     @overload
-    def register_tool(self, func: F, *, augment: bool = False, name: str | None = None) -> F: ...
+    def register_tool(self, func: F, *, augment: bool = False, name: str | None = None,
+                      timeout: float | None = None) -> F: ...
 
     @overload
-    def register_tool(self, func: None = None, *, augment: bool = False,
-                      name: str | None = None) -> Callable[[F], F]: ...
+    def register_tool(self, func: None = None, *, augment: bool = False, name: str | None = None,
+                      timeout: float | None = None) -> Callable[[F], F]: ...
 
-    def register_tool(self, func: Any = None, *, augment: bool = False, name: str | None = None) -> Any:
+    def register_tool(self, func: Any = None, *, augment: bool = False, name: str | None = None,
+                      timeout: float | None = None) -> Any:
         """Register ``func`` as a tool; works as ``@register_tool``, ``@register_tool(...)`` or a call.
 
         Returns the function unchanged. ``name`` overrides ``func.__name__`` (needed for
-        lambdas, callable objects, or two tools from one function).
+        lambdas, callable objects, or two tools from one function). ``timeout``: seconds
+        this tool may run (default: ``settings.tool_timeout``, ``AGENTMEM_TOOL_TIMEOUT``).
         """
         if func is None:
             def decorator(f: F) -> F:
-                self.register_tools([f], augment=augment, names=[name])
+                self.register_tools([f], augment=augment, names=[name], timeout=timeout)
                 return f
             return decorator
-        self.register_tools([func], augment=augment, names=[name])
+        self.register_tools([func], augment=augment, names=[name], timeout=timeout)
         return func
 
     def register_tools(self, funcs: Iterable[Callable[..., Any]], *, augment: bool = False,
-                       names: Sequence[str | None] | None = None) -> list[Tool]:
+                       names: Sequence[str | None] | None = None, timeout: float | None = None) -> list[Tool]:
         """Register many functions at once (one embedding batch); returns their tools.
 
         A tool whose stored row has the same content hash is reused as stored: no LLM
@@ -127,6 +153,7 @@ class Toolbox:
         fell back to the docstring is retried when a model is configured.
         """
         funcs = list(funcs)
+        timeout = check_timeout(timeout)
         names = list(names) if names is not None else [None] * len(funcs)
         if len(names) != len(funcs):
             raise InvalidInputError("names must have one entry per function")
@@ -162,6 +189,8 @@ class Toolbox:
                                    json_schema=p.spec.parameters, queries=p.aug.queries, search_text=p.text,
                                    content_hash=p.hash, augmented=p.aug.augmented, embedding=vec)
                 tools.append(self._tool(p.spec, p.func, row.description, list(row.queries), row.augmented, p.hash))
+        for tool in tools:
+            tool.timeout = timeout
         with self._lock:
             for tool in tools:
                 self._tools[tool.name] = tool
@@ -263,33 +292,65 @@ class Toolbox:
         return [t.openai_schema for t in self.retrieve(query, k)]
 
     # -- execution --------------------------------------------------------------------
-    def execute(self, tool_call: Any, *, user_id: str, thread_id: str | None = None) -> ToolResult:
-        """Run a model's tool call; every mistake comes back as a ToolResult, never raised."""
+    def execute(self, tool_call: Any, *, user_id: str, thread_id: str | None = None,
+                timeout: float | None = None) -> ToolResult:
+        """Run a model's tool call; every mistake comes back as a ToolResult, never raised.
+
+        The call may run for the tool's timeout (``register_tool(timeout=...)``, else
+        ``settings.tool_timeout``), or ``timeout`` seconds if that is shorter (the agent
+        passes what is left of its turn); past it the model gets a ``tool_timeout`` error.
+        Only ``KeyboardInterrupt`` is ever raised.
+        """
         uid, tid = self._ids(user_id, thread_id)
+        limit = check_timeout(timeout)
         start = time.perf_counter()
         call, tool, prepared = self._prepare(tool_call)
         if isinstance(prepared, ToolResult):
             return self._finish(prepared, call, uid, tid, start)
-        try:
-            value = call_function(tool.func, prepared)  # type: ignore[union-attr]
-        except Exception as exc:  # the tool's own failure goes back to the model
-            return self._finish(self._tool_error(call, exc), call, uid, tid, start)
-        return self._finish(self._ok(call, value), call, uid, tid, start)
+        assert tool is not None
+        seconds = self._limit(tool, limit)
+        outcome = run_tool(tool.func, prepared, seconds, name=tool.name)
+        return self._finish(self._result(call, outcome, seconds), call, uid, tid, start)
 
-    async def aexecute(self, tool_call: Any, *, user_id: str, thread_id: str | None = None) -> ToolResult:
-        """Async :meth:`execute`: awaits coroutine tools, runs sync ones in a worker thread."""
+    async def aexecute(self, tool_call: Any, *, user_id: str, thread_id: str | None = None,
+                       timeout: float | None = None) -> ToolResult:
+        """Async :meth:`execute`: awaits coroutine tools (cancelled at the timeout), runs sync ones in a thread."""
         import asyncio
 
         uid, tid = self._ids(user_id, thread_id)
+        limit = check_timeout(timeout)
         start = time.perf_counter()
         call, tool, prepared = self._prepare(tool_call)
         if isinstance(prepared, ToolResult):
             return await asyncio.to_thread(self._finish, prepared, call, uid, tid, start)
-        try:
-            value = await acall_function(tool.func, prepared)  # type: ignore[union-attr]
-        except Exception as exc:
-            return await asyncio.to_thread(self._finish, self._tool_error(call, exc), call, uid, tid, start)
-        return await asyncio.to_thread(self._finish, self._ok(call, value), call, uid, tid, start)
+        assert tool is not None
+        seconds = self._limit(tool, limit)
+        outcome = await arun_tool(tool.func, prepared, seconds)
+        return await asyncio.to_thread(self._finish, self._result(call, outcome, seconds), call, uid, tid, start)
+
+    def skip(self, tool_call: Any, *, user_id: str, thread_id: str | None = None,
+             reason: str = "the turn's time limit was reached") -> ToolResult:
+        """Answer (and log) a call without running it, e.g. when the turn has no time left."""
+        uid, tid = self._ids(user_id, thread_id)
+        start = time.perf_counter()
+        call = parse_call(tool_call)
+        fix = "Do not call tools again in this turn; answer the user with what you have."
+        result = ToolResult("error", ToolResult.error_content("not_run", f"{call.name[:100]} was not run: {reason}",
+                                                              fix), call.name, call.id, error="not_run", hint=fix)
+        return self._finish(result, call, uid, tid, start)
+
+    def _limit(self, tool: Tool, limit: float | None) -> float | None:
+        own = tool.timeout if tool.timeout is not None else self.tool_timeout
+        if own is None:
+            return limit
+        return own if limit is None else min(own, limit)
+
+    def _result(self, call: ParsedCall, outcome: Outcome, seconds: float | None) -> ToolResult:
+        if outcome.timed_out:
+            return self._timed_out(call, seconds or 0.0)
+        if outcome.error is not None:  # the tool's own failure goes back to the model
+            return self._tool_error(call, outcome.error)
+        return self._ok(call, outcome.value)
 
     def _ids(self, user_id: str, thread_id: str | None) -> tuple[str, str | None]:
         limit = self.mm.settings.max_id_chars
@@ -328,46 +389,76 @@ class Toolbox:
                           call.name, call.id, error="unknown_tool", hint=fix)
 
     def _bad_arguments(self, call: ParsedCall, tool: Tool, problems: list[str]) -> ToolResult:
-        message = f"the arguments of {tool.name} are invalid: " + "; ".join(problems)
+        shown = [p if len(p) <= 500 else p[:480] + " ... (cut)" for p in problems[:20]]
+        message = f"the arguments of {tool.name} are invalid: " + "; ".join(shown)
         fix = (f"Call {tool.name} again with a JSON object matching its parameters: {tool.signature}. "
                "Required arguments must be present; use only the listed names and types.")
         return ToolResult("error", ToolResult.error_content("invalid_arguments", message, fix,
                                                             parameters=tool.json_schema),
                           tool.name, call.id, error="invalid_arguments", hint=fix)
 
-    def _tool_error(self, call: ParsedCall, exc: Exception) -> ToolResult:
-        message = f"{call.name} raised {type(exc).__name__}: {str(exc)[:1000]}"
+    def _tool_error(self, call: ParsedCall, exc: BaseException) -> ToolResult:
+        if isinstance(exc, SystemExit):
+            message = f"{call.name} tried to end the program (SystemExit {safe_repr(exc.code)[:100]}); it was stopped"
+        else:
+            message = f"{call.name} raised {type(exc).__name__}: {safe_str(exc)[:1000]}"
         fix = ("The tool failed while running. Check the argument values against the tool description and "
                "retry with corrected values; if it fails again, tell the user what went wrong.")
         result = ToolResult("error", ToolResult.error_content("tool_error", message, fix), call.name, call.id,
                             error="tool_error", hint=fix)
-        result.traceback = "".join(traceback.format_exception(exc))
+        try:
+            result.traceback = "".join(traceback.format_exception(exc))
+        except Exception:  # noqa: BLE001 - a traceback of an exception that cannot be printed
+            result.traceback = message
         return result
+
+    def _timed_out(self, call: ParsedCall, seconds: float) -> ToolResult:
+        message = f"{call.name} did not finish within {seconds:g} s and was abandoned; it returned nothing"
+        fix = ("The tool is too slow or stuck right now. Do not call it again with the same arguments in this "
+               "turn; answer with what you have, or tell the user it timed out.")
+        return ToolResult("error", ToolResult.error_content("tool_timeout", message, fix, timeout_seconds=seconds),
+                          call.name, call.id, error="tool_timeout", hint=fix)
 
     def _ok(self, call: ParsedCall, value: Any) -> ToolResult:
         return ToolResult("ok", render_output(value), call.name, call.id, output=value)
 
     def _finish(self, result: ToolResult, call: ParsedCall, uid: str, tid: str | None, start: float) -> ToolResult:
-        """Log the call (arguments, full output, status, duration) and cut a long output to a preview."""
+        """Log the call (arguments, output, status, duration) and cut a long output to a preview.
+
+        An output longer than ``settings.max_tool_output_chars`` is stored cut, ending in a
+        line that says how much was kept, and the preview says so too: never "stored in
+        full" for an output that was not.
+        """
         s = self.mm.settings
         result.duration_ms = (time.perf_counter() - start) * 1000.0
         total = len(result.content)
-        full = result.content[:s.max_tool_output_chars] if result.ok else result.content
-        args = call.args if _storable(call.args, s.max_content_chars) else \
-            {"unstorable_arguments": repr(call.args)[:2000].replace("\x00", "\\x00")}
+        stored = _storable_text(result.content) or ""
+        kept, cut = len(stored), False
+        if kept > s.max_tool_output_chars:
+            cut = True
+            note = f"\n[tool_log keeps the first {{kept:,}} of {total:,} characters of this output]"
+            kept = s.max_tool_output_chars - len(note.format(kept=s.max_tool_output_chars))
+            stored = stored[:kept] + note.format(kept=kept)
+        args = call.args if isinstance(call.args, dict) and _storable(call.args, s.max_content_chars) else \
+            {"unstorable_arguments": safe_repr(call.args)[:2000].replace("\x00", "\\x00")}
         error_text = None if result.ok else (result.traceback or result.content)
         name = "".join(c for c in (call.name or "(none)") if c.isprintable())[:s.max_id_chars] or "(none)"
         try:
-            entry = self.mm.write_tool_log(uid, name, args, _storable_text(full), status=result.status,
-                                           error=_storable_text(error_text[:20_000] if error_text else None), duration_ms=result.duration_ms,
-                                           thread_id=tid, tool_call_id=_short(call.id, s.max_id_chars))
+            entry = self.mm.write_tool_log(uid, name, args, stored, status=result.status,
+                                           error=_storable_text(error_text[:20_000] if error_text else None),
+                                           duration_ms=result.duration_ms, thread_id=tid,
+                                           tool_call_id=_short(_storable_text(call.id), s.max_id_chars))
             result.log_id = entry.id
         except Exception:  # a logging failure must not turn a tool result into a crash of the loop
             log.exception("toolbox %r: could not write tool_log for %r", self.namespace, name)
-        if result.ok and len(result.content) > self.output_limit:
+        if result.ok and total > self.output_limit:
             result.truncated = True
-            where = (f"the full output is stored in tool_log id {result.log_id}" if result.log_id is not None
-                     else "the full output could not be stored")
+            if result.log_id is None:
+                where = "the full output could not be stored"
+            elif cut:
+                where = f"tool_log id {result.log_id} keeps only the first {kept:,} characters"
+            else:
+                where = f"the full output is stored in tool_log id {result.log_id}"
             result.content = (result.content[:self.output_limit] +
                               f"\n\n[output truncated: showing {self.output_limit:,} of {total:,} characters; "
                               f"{where}]")
