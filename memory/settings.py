@@ -8,6 +8,7 @@ context windows and retention periods.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,22 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "llama3": 8_192,
     "smollm2": 8_192,
 }
+
+
+#: What an agentmem schema name may be: the names PostgreSQL keeps as written without
+#: quotes (lower case, folded by every ``::regnamespace`` cast and unquoted reference),
+#: at most 63 bytes (NAMEDATALEN), and not ``pg_*`` (reserved for system schemas).
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def check_schema_name(name: object) -> str:
+    """``name`` if it is a usable schema name, else a ConfigurationError saying what is."""
+    if not isinstance(name, str) or not SCHEMA_NAME.fullmatch(name) or name.startswith("pg_"):
+        raise ConfigurationError(
+            f"schema name {name!r} (AGENTMEM_SCHEMA) is not usable: use lower-case letters, digits and "
+            "underscores, starting with a letter or underscore, at most 63 characters, not starting with "
+            "'pg_' (e.g. 'agent_memory')")
+    return name
 
 
 def default_data_dir() -> Path:
@@ -127,8 +144,11 @@ class Settings:
                 "thresholds must satisfy 0 < warning < critical <= hard_limit <= 1, got "
                 f"{self.warning_threshold}, {self.critical_threshold}, {self.hard_limit}"
             )
-        if not self.schema.isidentifier():
-            raise ConfigurationError(f"schema name {self.schema!r} must be a plain identifier")
+
+    def __post_init__(self) -> None:
+        # The one check every Settings passes, however built (from_env, the
+        # constructor, with_): the schema name goes into SQL everywhere.
+        check_schema_name(self.schema)
 
     def context_window(self, model: str | None) -> int:
         if model and model in self.model_context_windows:
