@@ -102,6 +102,7 @@ class StoreBase:
         hybrid: bool = True,
         keyword_weight: float | None = None,
         vector_weight: float = 1.0,
+        columns: sql.Composable | None = None,
     ) -> list[T]:
         """Rows of ``table`` matching ``where`` ranked for ``query`` (vector + keyword).
 
@@ -109,13 +110,15 @@ class StoreBase:
         ANDed word by word would match almost nothing), ranked by ``ts_rank_cd``, and
         votes with ``settings.keyword_weight`` (0.5: measured on the tool and
         long-memory benchmarks, keyword ranks are noisier than vector ranks).
+        ``columns`` replaces the select list of ``row_cls``'s fields (a table that
+        lacks one of them selects a constant in its place).
         """
         if keyword_weight is None:
             keyword_weight = self.settings.keyword_weight
         query = check_text(query, "query", max_chars=self.settings.max_content_chars)
         qvec = self._embed([query])[0]
         pool = max(k * 4, 20)
-        cols = select_list(row_cls)
+        cols = columns if columns is not None else select_list(row_cls)
         tbl = sql.Identifier(table)
         key = sql.Identifier("summary_id" if table == "summary_memory" else "id")
         args = dict(params, qvec=qvec, pool=pool, q=query)

@@ -461,8 +461,9 @@ def forget_user(user: str, yes: bool, as_json: bool) -> None:
     from .retention import rows_of_user
 
     with open_manager() as mm:
-        with mm.db.connection() as conn:
-            held = {t: n for t, n in rows_of_user(conn, mm.db.schema, mm._uid(user)).items() if n}
+        uid = mm._uid(user)
+        with mm.db.connection(uid) as conn:  # scoped: through the app role, RLS shows only this user's rows
+            held = {t: n for t, n in rows_of_user(conn, mm.db.schema, uid).items() if n}
         if not held:
             raise NotFoundError(f"user {user!r} has no rows")
         if not yes:
@@ -488,29 +489,48 @@ def purge(as_json: bool) -> None:
     _counts_table("purged expired rows", counts)
 
 
+@main.command("publish-workflow")
+@click.argument("workflow_id")
+@user_option
+@json_option
+@handle_errors
+def publish_workflow(workflow_id: str, user: str, as_json: bool) -> None:
+    """Copy USER's workflow WORKFLOW_ID into the shared workflows every user reads (schema owner only)."""
+    with open_manager() as mm:
+        row = mm.publish_workflow(workflow_id, user)
+    if as_json:
+        return emit_json(row)
+    console().print(f"published workflow {workflow_id} of {user} as shared workflow {row.id} ({row.name})")
+
+
 @main.command("create-app-role")
 @click.argument("role")
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True, envvar="AGENTMEM_APP_PASSWORD",
               help="Password of the role (prompted; env AGENTMEM_APP_PASSWORD).")
+@click.option("--tool-registrar", is_flag=True,
+              help="Also let the role register tools (write toolbox_memory): for a deploy job, not the app.")
 @json_option
 @handle_errors
-def create_app_role(role: str, password: str, as_json: bool) -> None:
+def create_app_role(role: str, password: str, tool_registrar: bool, as_json: bool) -> None:
     """Create the non-owner login ROLE applications connect as; row-level security binds it.
 
     Run as the schema owner. Point the application's AGENTMEM_DATABASE_URL at the
-    role: every transaction then sees only the rows of the user it is scoped to.
+    role: every transaction then sees only the rows of the user it is scoped to, and
+    the shared rows (tools, shared workflows) are read-only for it.
     """
     from .isolation import create_app_role as create
 
     with open_manager() as mm:
-        made = create(mm.db.conninfo, role, password, schema=mm.db.schema)
+        made = create(mm.db.conninfo, role, password, schema=mm.db.schema, tool_registrar=tool_registrar)
     out = {"role": made.name, "schema": mm.db.schema, "row_level_security": made.user_tables,
-           "shared_tables": made.shared_tables, "read_only_tables": made.read_only_tables}
+           "shared_tables": made.shared_tables, "read_only_tables": made.read_only_tables,
+           "tool_registrar": made.tool_registrar}
     if as_json:
         return emit_json(out)
+    shared_access = "read only (owner writes)" + ("; toolbox_memory read/write (registrar)" if tool_registrar else "")
     table(f"role {made.name} on schema {mm.db.schema}", ["tables", "access"],
           [(", ".join(made.user_tables), "read/write, own rows only (row-level security)"),
-           (", ".join(made.shared_tables), "read/write, shared (no user data)"),
+           (", ".join(made.shared_tables), shared_access + ", no user data"),
            (", ".join(made.read_only_tables), "read only")])
 
 

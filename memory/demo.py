@@ -207,7 +207,7 @@ def run_demo(mm: MemoryManager, echo: Callable[[str], None] = print) -> dict[str
         figures["turns"].append({"status": s.status, "percent": round(s.percent, 1), "tokens": s.tokens,
                                  "tools_offered": result.tools_offered,
                                  "tools_called": [c.name for c in result.tool_calls]})
-    with mm.db.connection() as conn:
+    with mm.db.connection(user) as conn:
         total, summarized, unsummarized, summaries = conn.execute(
             "SELECT count(*), count(*) FILTER (WHERE summary_id IS NOT NULL),"
             " count(*) FILTER (WHERE summary_id IS NULL),"

@@ -135,7 +135,7 @@ def _read(db: Database, row: type, view: str, order: str, settings: dict[str, st
     stmt = sql.SQL("SELECT * FROM {view}{where} ORDER BY {order}").format(
         view=sql.Identifier(db.schema, view), where=where,
         order=sql.SQL(", ").join(sql.SQL(o) for o in order.split(", ")))  # type: ignore[arg-type]
-    with db.connection() as conn:
+    with db.connection(filters.get("user_id")) as conn:
         for name, value in (settings or {}).items():
             conn.execute("SELECT set_config(%s, %s, true)", (name, value))
         with conn.cursor(row_factory=class_row(row)) as cur:

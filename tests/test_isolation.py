@@ -181,14 +181,64 @@ def test_setting_does_not_outlive_the_transaction(app_mm, user):
             assert conn.execute("SELECT current_setting('agentmem.user_id', true)").fetchone()[0] in (None, "")
 
 
-def test_shared_workflows_are_read_by_all_but_published_by_the_owner(mm, app_mm, user):
-    name = f"shared-{uuid.uuid4().hex[:8]}"
-    shared = mm.write_workflow("admin", name, "reset a password", ["open settings", "reset"], shared=True)
-    assert shared.user_id is None
-    assert name in [w.name for w in app_mm.read_workflows("reset a password", user, k=10)]
-    app_mm.record_workflow_use(shared.id, user)  # counting use of a shared workflow is allowed
-    with pytest.raises(AccessDeniedError):
-        app_mm.write_workflow(user, name + "-x", "planted", ["do it"], shared=True)
+def test_shared_workflows_are_read_by_all_but_written_by_the_owner_only(mm, app_mm, sql_conn):
+    alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
+    mine = app_mm.write_workflow(alice, f"rotate-{uuid.uuid4().hex[:6]}", "rotate the api key",
+                                 ["open the console", "rotate"])
+    assert mine.user_id == alice
+    # Through the app role, nothing becomes shared: neither a new row nor a published one.
+    with pytest.raises(AccessDeniedError, match="schema owner"):
+        app_mm.write_workflow(alice, "planted", "planted shared workflow", ["do it"], shared=True)
+    with pytest.raises(AccessDeniedError, match="schema owner"):
+        app_mm.publish_workflow(str(mine.id), alice)
+    assert [w.name for w in app_mm.read_workflows("rotate the api key", bob, k=10) if w.name == mine.name] == []
+    # The owner publishes it: a copy without user_id that every user reads.
+    shared = mm.publish_workflow(str(mine.id), alice)
+    assert shared.user_id is None and shared.id != mine.id and shared.name == mine.name
+    seen_by_bob = app_mm.read_workflows("rotate the api key", bob, k=10)
+    assert [(w.id, w.user_id) for w in seen_by_bob if w.name == mine.name] == [(shared.id, None)]
+    seen_by_alice = app_mm.read_workflows("rotate the api key", alice, k=10)
+    assert [w.id for w in seen_by_alice if w.name == mine.name] == [shared.id]  # not her twin as well
+    # Bob may count a use of it, by exactly one; nothing else of it changes.
+    before = sql_conn.execute("SELECT use_count, success_count FROM shared_workflow_memory WHERE id = %s",
+                              (shared.id,)).fetchone()
+    app_mm.record_workflow_use(str(shared.id), bob, success=False)
+    after = sql_conn.execute("SELECT use_count, success_count FROM shared_workflow_memory WHERE id = %s",
+                             (shared.id,)).fetchone()
+    assert after == (before[0] + 1, before[1])
+    with pytest.raises(NotFoundError):
+        mm.publish_workflow(str(mine.id), bob)  # not Bob's workflow
+
+
+def test_tools_are_registered_by_the_owner_or_a_registrar_and_read_by_the_app(pg_uri, mm, app_mm, settings):
+    from toolbox import Toolbox
+
+    ns = f"iso-{uuid.uuid4().hex[:6]}"
+
+    def get_weather(city: str) -> str:
+        """Current weather of a city."""
+        return city
+
+    def send_invoice(customer_id: str) -> str:
+        """Send the invoice of a customer."""
+        return customer_id
+
+    with pytest.raises(AccessDeniedError, match="--tool-registrar") as denied:
+        Toolbox(app_mm, namespace=ns).register_tool(get_weather)
+    assert APP_ROLE in str(denied.value)
+    Toolbox(mm, namespace=ns).register_tool(get_weather)  # the owner registers it
+    app_tools = Toolbox(app_mm, namespace=ns)
+    app_tools.register_tool(get_weather)  # unchanged: reused as stored, no write
+    assert [t.name for t in app_tools.retrieve("weather in Paris", k=1)] == ["get_weather"]
+    registrar = create_app_role(pg_uri, "agentmem_registrar_test", "reg-secret", schema=mm.db.schema,
+                                tool_registrar=True)
+    assert registrar.tool_registrar
+    reg_mm = MemoryManager.open(settings, embedder=HashEmbedder(), conninfo=registrar.conninfo)
+    try:
+        Toolbox(reg_mm, namespace=ns).register_tool(send_invoice)
+    finally:
+        reg_mm.close()
+    Toolbox(app_mm, namespace=ns).register_tool(send_invoice)
 
 
 def test_create_app_role_is_idempotent_and_refuses_privileged_roles(pg_uri, mm, app_role):
@@ -218,3 +268,32 @@ def test_cli_creates_the_app_role(pg_uri, mm, sql_conn):
     assert sql_conn.execute("SELECT rolbypassrls FROM pg_roles WHERE rolname = %s", (role,)).fetchone() == (False,)
     bad = CliRunner().invoke(main, ["create-app-role", "postgres", "--json"], env=env)
     assert bad.exit_code != 0 and "BYPASSRLS" in bad.output
+
+
+def test_cli_forget_user_through_the_app_role_counts_and_deletes_the_users_rows(pg_uri, mm, app_role, thread):
+    """The count before the question runs in a transaction scoped to the user: under row-level
+    security an unscoped count saw nothing and said "has no rows" (exit 3)."""
+    from click.testing import CliRunner
+
+    from memory.cli import main
+    from memory.retention import rows_of_user
+
+    alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
+    populate(mm, alice, thread, f"zq{uuid.uuid4().hex[:8]}")
+    populate(mm, bob, thread, f"zq{uuid.uuid4().hex[:8]}")
+    with psycopg.connect(pg_uri) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(mm.db.schema)))
+        held = sum(rows_of_user(conn, mm.db.schema, alice).values())
+        bob_held = rows_of_user(conn, mm.db.schema, bob)
+    env = {"AGENTMEM_DATABASE_URL": app_role.conninfo, "AGENTMEM_SCHEMA": mm.db.schema, "AGENTMEM_EMBEDDER": "hash"}
+    declined = CliRunner().invoke(main, ["forget-user", alice], input="n\n", env=env)
+    assert declined.exit_code == 1 and f"Delete {held} rows of user {alice!r}" in declined.stderr
+    done = CliRunner().invoke(main, ["forget-user", alice, "--yes", "--json"], env=env)
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["total"] == held
+    with psycopg.connect(pg_uri) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(mm.db.schema)))
+        assert sum(rows_of_user(conn, mm.db.schema, alice).values()) == 0
+        assert rows_of_user(conn, mm.db.schema, bob) == bob_held
+    again = CliRunner().invoke(main, ["forget-user", alice, "--yes"], env=env)
+    assert again.exit_code == 3 and "has no rows" in again.stderr

@@ -13,12 +13,35 @@ from memory.errors import DimensionMismatchError, VectorExtensionMissingError
 
 TABLES = {
     "conversational_memory", "summary_memory", "workflow_memory", "fact_memory", "knowledge_memory",
-    "entity_memory", "toolbox_memory", "tool_log",
+    "entity_memory", "toolbox_memory", "tool_log", "shared_workflow_memory",
 }
 
 
 def _migrate(uri: str, schema: str, dim: int = 384) -> list[str]:
     return migrations.migrate(uri, schema=schema, dimension=dim, model_name="test-model")
+
+
+def test_every_table_the_migrations_create_is_registered_with_its_kind(pg_uri, fresh_schema):
+    """agentmem_tables is what RLS, retention and forget_user act on: a migration that adds a
+    table and forgets to register it fails here."""
+    _migrate(pg_uri, fresh_schema)
+    with psycopg.connect(pg_uri) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind IN ('r', 'p')", (fresh_schema,))}
+        registry = dict(conn.execute(sql.SQL("SELECT table_name, kind FROM {}").format(
+            sql.Identifier(fresh_schema, "agentmem_tables"))).fetchall())
+        assert set(registry) == tables
+        user_id = dict(conn.execute(
+            "SELECT c.table_name, c.is_nullable FROM information_schema.columns c"
+            " JOIN information_schema.tables t USING (table_schema, table_name)"
+            " WHERE c.table_schema = %s AND c.column_name = 'user_id' AND t.table_type = 'BASE TABLE'",
+            (fresh_schema,)).fetchall())
+    # Per-user tables: user_id present and NOT NULL (no "shared" rows hiding in them);
+    # shared and bookkeeping tables: no user_id at all.
+    assert {t for t, k in registry.items() if k == "user"} == set(user_id)
+    assert set(user_id.values()) == {"NO"}
+    assert {t for t, k in registry.items() if k == "shared"} == {"toolbox_memory", "shared_workflow_memory"}
 
 
 def test_migrate_empty_schema_creates_every_table_and_index(pg_uri, fresh_schema):
@@ -28,11 +51,11 @@ def test_migrate_empty_schema_creates_every_table_and_index(pg_uri, fresh_schema
         tables = {r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (fresh_schema,))}
         assert TABLES <= tables
-        # Every table but toolbox_memory carries user_id (the tenant boundary).
+        # Every table but the shared ones carries user_id (the tenant boundary).
         with_user = {r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.columns WHERE table_schema = %s AND column_name = 'user_id'",
             (fresh_schema,))}
-        assert TABLES - with_user == {"toolbox_memory"}
+        assert TABLES - with_user == {"toolbox_memory", "shared_workflow_memory"}
         # HNSW (cosine) on every embedding column.
         idx = {r[0]: r[1] for r in conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s", (fresh_schema,))}

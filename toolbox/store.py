@@ -6,6 +6,11 @@ same tool at the same moment leave exactly one row, whichever wins holding a com
 description and its embedding. Both searches are restricted to the names the calling
 process registered: the table is shared by every process of a deployment, but a
 process can only run the functions it holds.
+
+Tool rows feed every user's prompt, so the application role may only read them
+(migration 007): tools are registered by the schema owner or by a role made with
+``agentmem create-app-role ROLE --tool-registrar``. A process on the app role can
+still "register" a tool that is stored unchanged (same content hash): that is a read.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from datetime import datetime
 from typing import Any, Sequence
 
 import numpy as np
+import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from memory.db import Database
+from memory.errors import AccessDeniedError
 
 
 @dataclass
@@ -51,22 +58,41 @@ def fetch(db: Database, namespace: str, name: str) -> ToolRow | None:
 def upsert(db: Database, *, namespace: str, name: str, docstring: str, description: str,
            json_schema: dict[str, Any], queries: Sequence[str], search_text: str, content_hash: str,
            augmented: bool, embedding: np.ndarray) -> ToolRow:
-    """Insert or replace the row of ``(namespace, name)``; safe to race from many processes."""
-    with db.connection() as conn, conn.cursor(row_factory=class_row(ToolRow)) as cur:
-        row = cur.execute(
-            "INSERT INTO toolbox_memory (namespace, name, docstring, description, json_schema, queries, search_text,"
-            " content_hash, augmented, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (namespace, name) DO UPDATE SET docstring = EXCLUDED.docstring,"
-            " description = EXCLUDED.description, json_schema = EXCLUDED.json_schema, queries = EXCLUDED.queries,"
-            " search_text = EXCLUDED.search_text, content_hash = EXCLUDED.content_hash,"
-            " augmented = EXCLUDED.augmented, embedding = EXCLUDED.embedding, updated_at = clock_timestamp()"
-            " RETURNING id, namespace, name, docstring, description, json_schema, queries, search_text,"
-            " content_hash, augmented, created_at, updated_at, embedding",
-            (namespace, name, docstring, description, Jsonb(json_schema), Jsonb(list(queries)), search_text,
-             content_hash, augmented, embedding),
-        ).fetchone()
+    """Insert or replace the row of ``(namespace, name)``; safe to race from many processes.
+
+    Refused with :class:`AccessDeniedError` for a role that may not register tools.
+    """
+    try:
+        with db.connection() as conn, conn.cursor(row_factory=class_row(ToolRow)) as cur:
+            row = _upsert(cur, namespace, name, docstring, description, json_schema, queries, search_text,
+                          content_hash, augmented, embedding)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        user = psycopg.conninfo.conninfo_to_dict(db.conninfo).get("user") or "this role"
+        raise AccessDeniedError(
+            f"role {user!r} may not register or change tool {namespace}/{name}: tools feed every user's prompt, "
+            "so only the schema owner or a tool registrar writes toolbox_memory. Register tools with the owner's "
+            "AGENTMEM_DATABASE_URL, or with a role made by `agentmem create-app-role ROLE --tool-registrar`; "
+            "this role then reuses the stored tool as long as it is unchanged"
+        ) from exc
     assert row is not None
     return row
+
+
+def _upsert(cur: Any, namespace: str, name: str, docstring: str, description: str, json_schema: dict[str, Any],
+            queries: Sequence[str], search_text: str, content_hash: str, augmented: bool,
+            embedding: np.ndarray) -> ToolRow | None:
+    return cur.execute(  # type: ignore[no-any-return]
+        "INSERT INTO toolbox_memory (namespace, name, docstring, description, json_schema, queries, search_text,"
+        " content_hash, augmented, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (namespace, name) DO UPDATE SET docstring = EXCLUDED.docstring,"
+        " description = EXCLUDED.description, json_schema = EXCLUDED.json_schema, queries = EXCLUDED.queries,"
+        " search_text = EXCLUDED.search_text, content_hash = EXCLUDED.content_hash,"
+        " augmented = EXCLUDED.augmented, embedding = EXCLUDED.embedding, updated_at = clock_timestamp()"
+        " RETURNING id, namespace, name, docstring, description, json_schema, queries, search_text,"
+        " content_hash, augmented, created_at, updated_at, embedding",
+        (namespace, name, docstring, description, Jsonb(json_schema), Jsonb(list(queries)), search_text,
+         content_hash, augmented, embedding),
+    ).fetchone()
 
 
 def vector_ranking(db: Database, namespace: str, names: Sequence[str], qvec: np.ndarray,
