@@ -166,6 +166,13 @@ class EmbeddingService:
                         self._cache.popitem(last=False)
         return [r for r in result if r is not None]
 
+    def clear_cache(self) -> int:
+        """Drop every cached vector (e.g. after forgetting a user); returns how many."""
+        with self._lock:
+            dropped = len(self._cache)
+            self._cache.clear()
+        return dropped
+
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 

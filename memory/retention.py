@@ -1,7 +1,10 @@
 """Retention: expiring rows, and forgetting a user completely.
 
-Both work from the catalog, not from a list of tables in code, so a table added by
-a later migration is covered without anyone remembering to add it here.
+Both act on agentmem's own tables only: the ones the migrations recorded in
+``agentmem_tables`` (migration 007), whatever else lives in the schema (with
+``AGENTMEM_SCHEMA=public``, another application's ``orders`` may have a ``user_id``
+column; it is never touched). A migration that adds a table registers it there, so
+it is covered here without anyone remembering to add it to this module.
 
 ``purge_expired`` deletes, in every table with an ``expires_at`` column, the rows
 whose ``expires_at`` has passed, and, for tables given a retention period in
@@ -11,11 +14,13 @@ foreign key that would otherwise be nulled (a summary its messages point to) is 
 until its referrers go, so purging summaries never puts summarized messages back
 into a working set. Purge runs as the schema owner: it spans users.
 
-``forget_user`` deletes every row of one user in every base table with a
-``user_id`` column, referencing tables first, in one transaction, and returns the
-count per table. The vectors and generated search columns live in those rows, so
-they go with them. Rows in embedding caches of running processes are not rows;
-they hold vectors keyed by text hashes and age out of the LRU.
+``forget_user`` deletes every row of one user in every per-user table, referencing
+tables first, once each, in one transaction scoped to that user (so it works through
+the app role too), and returns the count per table. The vectors and generated search
+columns live in those rows, so they go with them. ``MemoryManager.forget_user`` also
+empties the process's embedding cache, which held the user's texts' vectors (and of
+their search queries, which were never rows). Caches of other processes are theirs
+to clear.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from psycopg import sql
 from ._store import StoreBase
 from .db import Database
 from .errors import ConfigurationError
-from .isolation import user_tables
+from .isolation import BOOKKEEPING, agentmem_tables, base_tables, user_tables
 from .settings import Settings
 from .validation import check_id
 
@@ -44,12 +49,15 @@ SELECT child.relname, parent.relname, c.confdeltype,
 FROM pg_constraint c
 JOIN pg_class child ON child.oid = c.conrelid
 JOIN pg_class parent ON parent.oid = c.confrelid
-WHERE c.contype = 'f' AND c.connamespace = %s::regnamespace
+WHERE c.contype = 'f' AND c.connamespace = (SELECT oid FROM pg_namespace WHERE nspname = %s)
+  AND child.relname = ANY(%s) AND parent.relname = ANY(%s)
 """
 
 
 def _foreign_keys(conn: psycopg.Connection, schema: str) -> list[tuple[str, str, str, str, str, int]]:
-    return [tuple(r) for r in conn.execute(_FKS, (schema,))]  # type: ignore[misc]
+    """Foreign keys between agentmem's own tables."""
+    ours = base_tables(conn, schema)
+    return [tuple(r) for r in conn.execute(_FKS, (schema, ours, ours))]  # type: ignore[misc]
 
 
 def referencing_first(tables: list[str], fks: list[tuple[str, str, str, str, str, int]]) -> list[str]:
@@ -66,11 +74,13 @@ def referencing_first(tables: list[str], fks: list[tuple[str, str, str, str, str
 
 
 def _columns(conn: psycopg.Connection, schema: str) -> dict[str, set[str]]:
+    """Columns of agentmem's data tables (per-user and shared; not the bookkeeping)."""
+    ours = [t for t, kind in agentmem_tables(conn, schema).items() if kind != BOOKKEEPING]
     out: dict[str, set[str]] = {}
     for table, column in conn.execute(
             "SELECT c.relname, a.attname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
-            " WHERE c.relnamespace = %s::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition"
-            " AND a.attnum > 0 AND NOT a.attisdropped", (schema,)):
+            " WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = %s) AND c.relname = ANY(%s)"
+            " AND a.attnum > 0 AND NOT a.attisdropped", (schema, ours)):
         out.setdefault(table, set()).add(column)
     return out
 
@@ -83,7 +93,8 @@ def purge_expired(db: Database, settings: Settings, *, now: datetime | None = No
         fks = _foreign_keys(conn, db.schema)
         for table, days in settings.retention_days.items():
             if table not in columns:
-                raise ConfigurationError(f"retention_days names {table!r}, which is not a table of {db.schema}")
+                raise ConfigurationError(f"retention_days names {table!r}, which is not a table of agentmem in "
+                                         f"{db.schema}")
             if days and not any(c in columns[table] for c in AGE_COLUMNS):
                 raise ConfigurationError(f"retention_days: {table!r} has no column dating its rows")
         candidates = [t for t, cols in columns.items()
@@ -113,22 +124,22 @@ def purge_expired(db: Database, settings: Settings, *, now: datetime | None = No
 
 
 def forget_user(db: Database, user_id: str) -> dict[str, int]:
-    """Delete every row of ``user_id`` in every table with a user_id column; counts per table."""
+    """Delete every row of ``user_id`` in agentmem's per-user tables, once each; counts per table.
+
+    Referencing tables go first. The row triggers of migration 004 refresh the search
+    windows of the rows after a deleted message; they fire at the end of the DELETE,
+    when every message of the user is already gone, so they write nothing back and
+    one pass leaves no row of the user behind.
+    """
     uid = check_id(user_id, "user_id", max_chars=10_000)
     with db.connection(uid) as conn:
         tables = referencing_first(user_tables(conn, db.schema), _foreign_keys(conn, db.schema))
-        counts = dict.fromkeys(tables, 0)
-        # Two passes: a trigger fired by the first (e.g. a search side table refreshed
-        # on delete) cannot leave a row of this user behind.
-        for _ in range(2):
-            for table in tables:
-                counts[table] += conn.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s").format(
-                    sql.Identifier(table)), (uid,)).rowcount
-    return counts
+        return {table: conn.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s").format(
+            sql.Identifier(db.schema, table)), (uid,)).rowcount for table in tables}
 
 
 def rows_of_user(conn: psycopg.Connection, schema: str, user_id: str) -> dict[str, int]:
-    """Rows of ``user_id`` per table with a user_id column (catalog-driven; for checks and status)."""
+    """Rows of ``user_id`` per per-user table of agentmem (run it in a transaction scoped to the user)."""
     return {table: conn.execute(sql.SQL("SELECT count(*) FROM {}.{} WHERE user_id = %s").format(
         sql.Identifier(schema), sql.Identifier(table)), (user_id,)).fetchone()[0]  # type: ignore[index]
         for table in user_tables(conn, schema)}
@@ -140,6 +151,12 @@ class RetentionMixin(StoreBase):
         return purge_expired(self.db, self.settings, now=now)
 
     def forget_user(self, user_id: str) -> dict[str, int]:
-        """Delete every row of this user in every table, in one transaction; counts per table."""
-        return forget_user(self.db, self._uid(user_id))
+        """Delete every row of this user in every table, in one transaction; counts per table.
+
+        The embedding cache of this process is emptied too: it held vectors of the
+        user's texts and queries.
+        """
+        counts = forget_user(self.db, self._uid(user_id))
+        self.embeddings.clear_cache()
+        return counts
 

@@ -51,14 +51,20 @@ def test_forget_user_leaves_no_row_in_any_table(mm, sql_conn, thread):
     assert mm.forget_user(alice) == dict.fromkeys(counts, 0)
 
 
-def test_forget_user_covers_a_table_added_later(own_mm, own_sql, thread):
+def test_forget_user_covers_a_table_a_later_migration_registers(own_mm, own_sql, thread):
+    # What a later migration does: create the table and register it in agentmem_tables.
     own_sql.execute("CREATE TABLE audit_notes (id serial PRIMARY KEY, user_id text NOT NULL, note text)")
+    own_sql.execute("INSERT INTO agentmem_tables (table_name, kind, added_in) VALUES ('audit_notes', 'user', 999)")
+    # Another application's table in the same schema, with a user_id column too: not ours.
+    own_sql.execute("CREATE TABLE their_notes (id serial PRIMARY KEY, user_id text NOT NULL, note text)")
     populate(own_mm, "carol", thread, "carolmark")
     own_sql.execute("INSERT INTO audit_notes (user_id, note) VALUES ('carol', 'a'), ('carol', 'b'), ('dave', 'c')")
+    own_sql.execute("INSERT INTO their_notes (user_id, note) VALUES ('carol', 'theirs')")
     counts = own_mm.forget_user("carol")
-    assert counts["audit_notes"] == 2
+    assert counts["audit_notes"] == 2 and "their_notes" not in counts
     assert every_table_count(own_sql, own_mm.db.schema, "carol") == 0
     assert own_sql.execute("SELECT user_id FROM audit_notes").fetchall() == [("dave",)]
+    assert own_sql.execute("SELECT user_id, note FROM their_notes").fetchall() == [("carol", "theirs")]
 
 
 def test_forget_user_is_one_transaction(own_mm, own_sql, thread):
@@ -132,3 +138,38 @@ def test_purge_rejects_an_unknown_table_in_settings(own_mm):
                         own_mm.settings.with_(retention_days={"no_such_table": 3}))
     with pytest.raises(ConfigurationError):
         bad.purge_expired()
+
+
+def test_forget_user_deletes_each_table_once(own_mm, own_sql, thread):
+    """One DELETE statement per table, and nothing left. A statement trigger records the
+    statements agentmem sent (a foreign key's cascade runs a DELETE of its own on the
+    referencing table, under the client's statement on the referenced one: not counted)."""
+    populate(own_mm, "ivy", thread, "ivymark")
+    own_sql.execute("CREATE TABLE delete_statements (tbl text)")
+    own_sql.execute("CREATE FUNCTION count_delete() RETURNS trigger LANGUAGE plpgsql AS $$"
+                    " BEGIN IF position(TG_TABLE_NAME IN current_query()) > 0 THEN"
+                    " INSERT INTO delete_statements VALUES (TG_TABLE_NAME); END IF;"
+                    " RETURN NULL; END $$")
+    tables = user_tables(own_sql, own_mm.db.schema)
+    for table in tables:
+        own_sql.execute(sql.SQL("CREATE TRIGGER count_delete AFTER DELETE ON {} FOR EACH STATEMENT"
+                                " EXECUTE FUNCTION count_delete()").format(sql.Identifier(table)))
+    counts = own_mm.forget_user("ivy")
+    statements = [r[0] for r in own_sql.execute("SELECT tbl FROM delete_statements")]
+    assert sorted(statements) == sorted(tables)  # each table once
+    assert counts["conversational_memory"] == 5 and counts["conversational_context"] == 5
+    assert every_table_count(own_sql, own_mm.db.schema, "ivy") == 0
+
+
+def test_forget_user_empties_the_embedding_cache(mm, user, thread):
+    secret = f"My passport number is P{uuid.uuid4().hex[:8]}"
+    query = f"where is {secret}"
+    mm.write_conversational_memory(user, thread, "user", secret)  # embeds "user: <secret>"
+    mm.read_knowledge(query, user)  # a query is never a row, but its vector is cached too
+    texts = [f"user: {secret}", query]
+    embedded = mm.embeddings.texts_embedded
+    mm.embeddings.embed(texts)
+    assert mm.embeddings.texts_embedded == embedded  # both served from the cache
+    mm.forget_user(user)
+    mm.embeddings.embed(texts)
+    assert mm.embeddings.texts_embedded == embedded + 2  # computed again: nothing of them was kept
