@@ -22,10 +22,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
 
 from .db import Database
+from .errors import AccessDeniedError
 from .settings import Settings
 from .validation import check_id, check_positive_int
 
@@ -135,11 +137,16 @@ def _read(db: Database, row: type, view: str, order: str, settings: dict[str, st
     stmt = sql.SQL("SELECT * FROM {view}{where} ORDER BY {order}").format(
         view=sql.Identifier(db.schema, view), where=where,
         order=sql.SQL(", ").join(sql.SQL(o) for o in order.split(", ")))  # type: ignore[arg-type]
-    with db.connection(filters.get("user_id")) as conn:
-        for name, value in (settings or {}).items():
-            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-        with conn.cursor(row_factory=class_row(row)) as cur:
-            return cur.execute(stmt, params).fetchall()
+    try:
+        with db.connection(filters.get("user_id")) as conn:
+            for name, value in (settings or {}).items():
+                conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+            with conn.cursor(row_factory=class_row(row)) as cur:
+                return cur.execute(stmt, params).fetchall()
+    except (psycopg.errors.InsufficientPrivilege, AccessDeniedError) as exc:
+        raise AccessDeniedError(
+            f"the view {view} is for the schema owner (views run with their owner's rights, so they are never "
+            "granted to the application role): run this with the owner's AGENTMEM_DATABASE_URL") from exc
 
 
 def _id(value: str | None, name: str) -> str | None:

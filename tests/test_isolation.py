@@ -297,3 +297,16 @@ def test_cli_forget_user_through_the_app_role_counts_and_deletes_the_users_rows(
         assert rows_of_user(conn, mm.db.schema, bob) == bob_held
     again = CliRunner().invoke(main, ["forget-user", alice, "--yes"], env=env)
     assert again.exit_code == 3 and "has no rows" in again.stderr
+
+
+def test_cross_user_work_through_the_app_role_is_refused_not_silently_empty(app_mm, mm, user):
+    """purge and the DBA views span users: through the app role they would see nothing."""
+    from memory import views
+
+    with pytest.raises(AccessDeniedError, match="schema owner"):
+        app_mm.purge_expired()
+    with pytest.raises(AccessDeniedError, match="schema owner"):
+        views.consolidation_status(app_mm.db, app_mm.settings)
+    with pytest.raises(AccessDeniedError, match="schema owner"):
+        views.fact_history(app_mm.db, user_id=user)
+    assert isinstance(mm.purge_expired(), dict)  # the owner may
