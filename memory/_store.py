@@ -144,8 +144,8 @@ class StoreBase:
         missing = [i for i in kw_ids if i not in by_id]
         if missing:
             fetch = sql.SQL(
-                "SELECT {cols}, 1 - (embedding <=> %(qvec)s) AS score FROM {tbl} WHERE {key} = ANY(%(ids)s)"
-            ).format(cols=cols, tbl=tbl, key=key)
+                "SELECT {cols}, 1 - (embedding <=> %(qvec)s) AS score FROM {tbl} WHERE {key} = ANY(%(ids)s) AND ({where})"
+            ).format(cols=cols, tbl=tbl, key=key, where=where)
             with self.db.connection(params.get("uid")) as conn, conn.cursor(row_factory=class_row(row_cls)) as cur:
                 for row in cur.execute(fetch, dict(args, ids=missing)):
                     by_id[getattr(row, key_name(table))] = row

@@ -119,18 +119,20 @@ class FactMixin(StoreBase):
         with conn.cursor(row_factory=class_row(Fact)) as cur:
             previous = None
             if decision.target is not None:
-                previous = cur.execute(sql.SQL("SELECT {cols}, NULL::float8 AS score FROM fact_memory WHERE id = %s")
-                                       .format(cols=_COLS), (decision.target.key,)).fetchone()
+                previous = cur.execute(sql.SQL("SELECT {cols}, NULL::float8 AS score FROM fact_memory"
+                                               " WHERE user_id = %s AND id = %s")
+                                       .format(cols=_COLS), (uid, decision.target.key)).fetchone()
             if decision.action == "unchanged":
-                fact = cur.execute(sql.SQL("UPDATE fact_memory SET updated_at = clock_timestamp() WHERE id = %s"
+                fact = cur.execute(sql.SQL("UPDATE fact_memory SET updated_at = clock_timestamp()"
+                                           " WHERE user_id = %s AND id = %s"
                                            " RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
-                                   (decision.target.key,)).fetchone()  # type: ignore[union-attr]
+                                   (uid, decision.target.key)).fetchone()  # type: ignore[union-attr]
             elif decision.action == "updated":
                 fact = cur.execute(sql.SQL(
                     "UPDATE fact_memory SET content = %s, category = %s, embedding = %s,"
                     " source_message_id = coalesce(%s, source_message_id), updated_at = clock_timestamp()"
-                    " WHERE id = %s RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
-                    (content, category, vec, source_message_id, decision.target.key)).fetchone()  # type: ignore[union-attr]
+                    " WHERE user_id = %s AND id = %s RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
+                    (content, category, vec, source_message_id, uid, decision.target.key)).fetchone()  # type: ignore[union-attr]
             else:
                 fact = cur.execute(sql.SQL(
                     "INSERT INTO fact_memory (user_id, category, content, source_message_id, embedding)"
@@ -140,8 +142,8 @@ class FactMixin(StoreBase):
                     assert fact is not None and decision.target is not None
                     previous = cur.execute(sql.SQL(
                         "UPDATE fact_memory SET valid_to = %s, superseded_by = %s, updated_at = clock_timestamp()"
-                        " WHERE id = %s RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
-                        (fact.valid_from, fact.id, decision.target.key)).fetchone()
+                        " WHERE user_id = %s AND id = %s RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
+                        (fact.valid_from, fact.id, uid, decision.target.key)).fetchone()
         assert fact is not None
         return Remembered(decision.action, fact, previous, decision.reason)
 
@@ -151,6 +153,9 @@ class FactMixin(StoreBase):
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("agentmem.facts:" + uid,))
             if purge:
+                # The fact it superseded stops pointing at it (the key is NO ACTION: migration 008).
+                conn.execute("UPDATE fact_memory SET superseded_by = NULL WHERE user_id = %s AND superseded_by = %s",
+                             (uid, fid))
                 stmt = sql.SQL("DELETE FROM fact_memory WHERE id = %s AND user_id = %s"
                                " RETURNING {cols}, NULL::float8 AS score")
             else:

@@ -174,6 +174,11 @@ def _kind_statement(kind: str) -> sql.SQL:
 
 _STATEMENTS = {kind: _kind_statement(kind) for kind in KINDS}
 
+_PENDING = sql.SQL(
+    "SELECT user_id, id, role, content FROM conversational_memory"
+    " WHERE embedding IS NULL AND content <> ''{user} ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED")
+_USER_FILTER = sql.SQL(" AND user_id = %(uid)s")
+
 
 def _tsquery_literal(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
@@ -263,16 +268,15 @@ class SearchMixin(StoreBase):
         while limit is None or done < limit:
             size = batch_size if limit is None else min(batch_size, limit - done)
             with self.db.connection(uid) as conn:
-                rows = conn.execute(
-                    "SELECT id, role, content FROM conversational_memory"
-                    " WHERE embedding IS NULL AND content <> '' AND (%(uid)s::text IS NULL OR user_id = %(uid)s)"
-                    " ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED", dict(uid=uid, n=size)).fetchall()
+                # One user's rows by ``user_id = %s`` (one shard on Citus); every user's without.
+                rows = conn.execute(_PENDING.format(user=_USER_FILTER if uid is not None else sql.SQL("")),
+                                    dict(uid=uid, n=size)).fetchall()
                 if not rows:
                     break
-                vectors = self._embed([embedding_text(role, content) for _, role, content in rows])
+                vectors = self._embed([embedding_text(role, content) for _, _, role, content in rows])
                 with conn.cursor() as cur:
-                    cur.executemany("UPDATE conversational_memory SET embedding = %s WHERE id = %s",
-                                    [(vec, rid) for (rid, _, _), vec in zip(rows, vectors)])
+                    cur.executemany("UPDATE conversational_memory SET embedding = %s WHERE user_id = %s AND id = %s",
+                                    [(vec, ruid, rid) for (ruid, rid, _, _), vec in zip(rows, vectors)])
             done += len(rows)
             if len(rows) < size:
                 break
