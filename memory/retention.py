@@ -10,9 +10,11 @@ it is covered here without anyone remembering to add it to this module.
 whose ``expires_at`` has passed, and, for tables given a retention period in
 ``Settings.retention_days`` (days; 0 keeps forever), the rows older than that by
 their ``created_at`` (``last_seen`` for entities). A row still referenced through a
-foreign key that would otherwise be nulled (a summary its messages point to) is kept
-until its referrers go, so purging summaries never puts summarized messages back
-into a working set. Purge runs as the schema owner: it spans users.
+foreign key that does not cascade (a summary its messages point to, a fact an older
+version was superseded into) is kept until its referrers go, so purging summaries
+never puts summarized messages back into a working set and never breaks a key
+(migration 008 made those keys NO ACTION: Citus refuses SET NULL on a key holding the
+distribution column). Purge runs as the schema owner: it spans users.
 
 ``forget_user`` deletes every row of one user in every per-user table, referencing
 tables first, once each, in one transaction scoped to that user (so it works through
@@ -26,7 +28,7 @@ to clear.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 import psycopg
 from psycopg import sql
@@ -43,8 +45,10 @@ AGE_COLUMNS = ("created_at", "last_seen", "valid_from")
 
 _FKS = """
 SELECT child.relname, parent.relname, c.confdeltype,
-       (SELECT attname FROM pg_attribute WHERE attrelid = c.conrelid AND attnum = c.conkey[1]),
-       (SELECT attname FROM pg_attribute WHERE attrelid = c.confrelid AND attnum = c.confkey[1]),
+       ARRAY(SELECT a.attname FROM unnest(c.conkey) WITH ORDINALITY k(n, i)
+             JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.i),
+       ARRAY(SELECT a.attname FROM unnest(c.confkey) WITH ORDINALITY k(n, i)
+             JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n ORDER BY k.i),
        cardinality(c.conkey)
 FROM pg_constraint c
 JOIN pg_class child ON child.oid = c.conrelid
@@ -54,13 +58,17 @@ WHERE c.contype = 'f' AND c.connamespace = (SELECT oid FROM pg_namespace WHERE n
 """
 
 
-def _foreign_keys(conn: psycopg.Connection, schema: str) -> list[tuple[str, str, str, str, str, int]]:
+#: (child table, parent table, confdeltype, child columns, parent columns, width)
+ForeignKey = tuple[str, str, str, Sequence[str], Sequence[str], int]
+
+
+def _foreign_keys(conn: psycopg.Connection, schema: str) -> list[ForeignKey]:
     """Foreign keys between agentmem's own tables."""
     ours = base_tables(conn, schema)
     return [tuple(r) for r in conn.execute(_FKS, (schema, ours, ours))]  # type: ignore[misc]
 
 
-def referencing_first(tables: list[str], fks: list[tuple[str, str, str, str, str, int]]) -> list[str]:
+def referencing_first(tables: list[str], fks: Sequence[ForeignKey]) -> list[str]:
     """``tables`` ordered so a table comes before the tables it references (cycles: by name)."""
     refs = {t: {p for c, p, *_ in fks if c == t and p != t and p in tables} for t in tables}
     ordered: list[str] = []
@@ -124,10 +132,12 @@ def purge_expired(db: Database, settings: Settings, *, now: datetime | None = No
                 conds.append(sql.SQL("t.{} < %s - %s * interval '1 day'").format(sql.Identifier(age)))
                 params += [at, days]
             keep = [
-                sql.SQL(" AND NOT EXISTS (SELECT 1 FROM {child} r WHERE r.{ccol} = t.{pcol})").format(
-                    child=sql.Identifier(child), ccol=sql.Identifier(ccol), pcol=sql.Identifier(pcol))
-                for child, parent, deltype, ccol, pcol, width in fks
-                if parent == table and child != table and deltype != "c" and width == 1
+                sql.SQL(" AND NOT EXISTS (SELECT 1 FROM {child} r WHERE {match})").format(
+                    child=sql.Identifier(child), match=sql.SQL(" AND ").join(
+                        sql.SQL("r.{} = t.{}").format(sql.Identifier(c), sql.Identifier(p))
+                        for c, p in zip(ccols, pcols)))
+                for child, parent, deltype, ccols, pcols, _ in fks
+                if parent == table and deltype != "c"
             ]
             stmt = sql.SQL("DELETE FROM {} t WHERE ({}){}").format(
                 sql.Identifier(table), sql.SQL(" OR ").join(conds), sql.SQL("").join(keep))
