@@ -534,6 +534,29 @@ def create_app_role(role: str, password: str, tool_registrar: bool, as_json: boo
            (", ".join(made.read_only_tables), "read only")])
 
 
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Check the schema and list the plan; change nothing (no Citus needed).")
+@json_option
+@handle_errors
+def distribute(dry_run: bool, as_json: bool) -> None:
+    """Distribute the schema on a Citus cluster: per-user tables by user_id, colocated; the rest as reference tables.
+
+    Run against the Citus coordinator as the schema owner, after init. Refuses, with
+    nothing changed, when the citus extension is missing or the schema breaks a rule
+    Citus enforces. Runs sql/citus_distribute.sql (the same script a DBA can run with psql).
+    """
+    from .distribution import distribute as run
+
+    with open_manager() as mm:
+        done = run(mm.db.conninfo, mm.db.schema, dry_run=dry_run)
+    if as_json:
+        return emit_json(done)
+    title = (f"plan for schema {done.schema} (dry run, nothing changed)" if dry_run
+             else f"schema {done.schema} distributed (citus {done.citus_version})")
+    table(title, ["step", "table", "as", "colocated with"],
+          [(s.step, s.table_name, s.kind, s.colocate_with or "") for s in done.steps])
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.argument("name", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)

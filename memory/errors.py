@@ -36,6 +36,18 @@ class MigrationError(AgentMemError):
     """A schema migration failed; the database is left at the last migration that succeeded."""
 
 
+class DistributionError(AgentMemError):
+    """Distributing the schema on Citus failed; it was rolled back and nothing changed."""
+
+
+class CitusMissingError(DistributionError):
+    """The citus extension is not installed, so ``agentmem distribute`` has nothing to distribute across."""
+
+
+class NotDistributableError(DistributionError):
+    """The schema breaks a rule Citus enforces for tables distributed on user_id (see memory.distribution)."""
+
+
 class InvalidInputError(AgentMemError, ValueError):
     """An argument was rejected before anything was written (wrong type, NUL byte, too large...)."""
 
