@@ -97,7 +97,8 @@ class MemoryHit:
         return int(self.id) if self.kind == "message" else None
 
 
-# One statement per kind. ``matched`` are the user's rows (under the filters) whose
+# One statement per kind; every table in it is filtered or joined by user_id, so on
+# Citus it runs on the user's shard. ``matched`` are the user's rows (under the filters) whose
 # keyword text (``tsv``, found through its gin index) has any query word; ``tsv_a``
 # is the full-weight part (the message itself, not its neighbours). Every candidate
 # gets both scores; candidates are the top ``pool`` of either signal.
@@ -128,6 +129,7 @@ cand AS (
 )
 SELECT {cols}, coalesce(1 - ({alias}.embedding <=> %(qvec)s), 0) AS vs, coalesce(kw.ks, 0) AS ks
 FROM {source} JOIN cand ON cand.key = {key} LEFT JOIN kw ON kw.key = {key}
+WHERE {alias}.user_id = %(uid)s
 """
 
 _FILTERS = (" AND ({t0} < %(until)s OR %(until)s::timestamptz IS NULL)"
@@ -136,7 +138,7 @@ _FILTERS = (" AND ({t0} < %(until)s OR %(until)s::timestamptz IS NULL)"
 
 _KIND_SQL = {
     "messages": dict(
-        source="conversational_memory m JOIN conversational_context c ON c.message_id = m.id",
+        source="conversational_memory m JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id",
         alias="m", key="m.id", tsv="c.context_tsv",
         tsv_a="ts_filter(c.context_tsv, ARRAY['a']::\"char\"[])",
         where="m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(tid)s)",
