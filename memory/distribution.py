@@ -113,6 +113,7 @@ WHERE x.indisunique AND i.relnamespace = %s::regnamespace
 _FOREIGN_KEYS = """
 SELECT k.conname, k.conrelid, k.confrelid, k.conkey, k.confkey, k.confdeltype, k.confupdtype
 FROM pg_constraint k WHERE k.contype = 'f' AND k.connamespace = %s::regnamespace
+  AND k.conparentid = 0  -- a partitioned table's key, not its copies on the partitions
 """
 
 _SEQUENCES = """
@@ -151,6 +152,8 @@ def check_schema(conn: psycopg.Connection, schema: str) -> list[Violation]:
             found.append(Violation("unique_without_user_id", tables[rel][0],
                                    f"{what} {index} does not include user_id"))
     for name, child, parent, ckeys, pkeys, on_delete, on_update in conn.execute(_FOREIGN_KEYS, (schema,)):
+        if child not in tables:
+            continue
         cname, pname = tables[child][0], tables[parent][0] if parent in tables else str(parent)
         if child not in per_user:
             if parent in per_user:
