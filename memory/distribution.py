@@ -135,6 +135,9 @@ WHERE NOT t.tgisinternal AND c.relnamespace = %s::regnamespace
 def check_schema(conn: psycopg.Connection, schema: str) -> list[Violation]:
     """Everything in ``schema`` that stops it from distributing on ``user_id`` (empty: ready)."""
     tables = {oid: (name, attnum, notnull, typ) for oid, name, attnum, notnull, typ in conn.execute(_TABLES, (schema,))}
+    ours = _registered(conn, schema)
+    if ours is not None:  # since migration 007: agentmem's own tables only
+        tables = {oid: t for oid, t in tables.items() if t[0] in ours}
     per_user = {oid for oid, (_, attnum, _, _) in tables.items() if attnum is not None}
     found: list[Violation] = []
     for oid in sorted(per_user, key=lambda o: tables[o][0]):
@@ -179,6 +182,15 @@ def check_schema(conn: psycopg.Connection, schema: str) -> list[Violation]:
             found.append(Violation("unreviewed_trigger", table,
                                    f"trigger {trigger} runs {function}(), not reviewed to stay on one user's shard"))
     return found
+
+
+def _registered(conn: psycopg.Connection, schema: str) -> set[str] | None:
+    """The tables migration 007's registry lists as agentmem's, or None before 007."""
+    row = conn.execute("SELECT to_regclass(format('%%I.agentmem_tables', %s::text))", (schema,)).fetchone()
+    if row is None or row[0] is None:
+        return None
+    return {r[0] for r in conn.execute(sql.SQL("SELECT table_name FROM {}").format(
+        sql.Identifier(schema, "agentmem_tables")))}
 
 
 def script_path() -> Path:

@@ -31,7 +31,6 @@ LANGUAGE plpgsql AS $plan$
 DECLARE
     s oid := current_schema()::regnamespace;
     remaining name[];
-    done name[] := ARRAY[]::name[];
     per_user name[];
     pick name;
     anchor name;
@@ -42,6 +41,14 @@ BEGIN
     SELECT coalesce(array_agg(c.relname), ARRAY[]::name[]) INTO per_user
     FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'user_id' AND NOT a.attisdropped
     WHERE c.relnamespace = s AND c.relkind IN ('r', 'p') AND NOT c.relispartition;
+    -- Since migration 007 agentmem's tables are registered with their kind: only those
+    -- are planned (another application's tables in the same schema are left alone).
+    IF to_regclass(format('%I.agentmem_tables', current_schema())) IS NOT NULL THEN
+        EXECUTE format('SELECT coalesce(array_agg(table_name::name ORDER BY table_name), ARRAY[]::name[]),'
+                       ' coalesce(array_agg(table_name::name) FILTER (WHERE kind = %L), ARRAY[]::name[])'
+                       ' FROM %I.agentmem_tables WHERE table_name::name = ANY ($1)', 'user', current_schema())
+            INTO remaining, per_user USING remaining;
+    END IF;
     WHILE cardinality(remaining) > 0 LOOP
         -- Next: a reference table before any distributed one, and never a table whose
         -- foreign keys point at a table not placed yet (self-references aside); by name.
@@ -49,8 +56,8 @@ BEGIN
         WHERE NOT EXISTS (
             SELECT 1 FROM pg_constraint k
             JOIN pg_class child ON child.oid = k.conrelid JOIN pg_class parent ON parent.oid = k.confrelid
-            WHERE k.contype = 'f' AND child.relname = r AND child.relnamespace = s
-              AND parent.relnamespace = s AND parent.relname <> r AND NOT parent.relname = ANY (done))
+            WHERE k.contype = 'f' AND k.conparentid = 0 AND child.relname = r AND child.relnamespace = s
+              AND parent.relnamespace = s AND parent.relname <> r AND parent.relname = ANY (remaining))
         ORDER BY (r = ANY (per_user)), r LIMIT 1;
         IF pick IS NULL THEN  -- a cycle of foreign keys: Citus could not take it either
             RAISE EXCEPTION 'agentmem distribute: the foreign keys among % form a cycle', remaining;
@@ -63,7 +70,6 @@ BEGIN
             step := n; table_name := pick; kind := 'reference'; colocate_with := NULL;
         END IF;
         RETURN NEXT;
-        done := done || pick;
         remaining := array_remove(remaining, pick);
     END LOOP;
 END
