@@ -127,10 +127,6 @@ def unanswered_calls(turn: Sequence[Message]) -> set[str]:
     return calls - answered
 
 
-def _between_insert_and_mark(conn: Any, summary: Summary) -> None:
-    """Test seam: called inside the transaction after the summary insert, before the marks."""
-
-
 class _Conflict(Exception):
     pass
 
@@ -203,7 +199,6 @@ class ConsolidationMixin(StoreBase):
                 raise _Conflict(f"{len(ids) - len(free)} of the {len(ids)} chosen messages were consolidated or "
                                 "removed meanwhile; nothing written, read the thread again")
             summary = self._insert_summary(conn, row)  # type: ignore[attr-defined]
-            _between_insert_and_mark(conn, summary)
             cur = conn.execute(
                 "UPDATE conversational_memory SET summary_id = %s WHERE id = ANY(%s) AND user_id = %s"
                 " AND summary_id IS NULL", (summary.summary_id, ids, uid))

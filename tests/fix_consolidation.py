@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 import threading
 import time
+import uuid
+from concurrent.futures import Future
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import psycopg
+from psycopg import sql
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -132,3 +137,104 @@ def call_all(fns: list[Callable[[], Any]]) -> list[Any]:
     for t in threads:
         t.join(60)
     return results
+
+
+# -- faults injected from the database side -----------------------------------------------------
+MARKING_CRASH = "crash between summary insert and marking"
+
+
+@contextlib.contextmanager
+def fault_at_marking(mm: Any, user: str, action: str) -> Iterator[Any]:
+    """A trigger, created by the test, that fires when a consolidation marks ``user``'s rows.
+
+    It runs inside the consolidation's transaction, after the summary insert and before
+    any row is marked; it first checks that the summary row is already there (so it
+    really is the window between the two), then either raises (``action="raise"``) or
+    waits on an advisory lock that this helper holds on another connection
+    (``action="block"``), yielding a :class:`Blocker` to act while the commit waits.
+    Trigger and function are dropped on exit; other users' rows never fire it.
+    """
+    assert action in ("raise", "block")
+    tag = uuid.uuid4().hex[:10]
+    key = uuid.uuid4().int >> 66  # a bigint no other lock of the suite uses
+    func, trig = sql.Identifier(f"test_fault_{tag}"), sql.Identifier(f"test_fault_{tag}")
+    then = (sql.SQL("RAISE EXCEPTION {}").format(sql.Literal(MARKING_CRASH)) if action == "raise"
+            else sql.SQL("PERFORM pg_advisory_xact_lock({})").format(sql.Literal(key)))
+    with raw_conn(mm) as admin, raw_conn(mm) as holder:
+        admin.execute(sql.SQL(
+            "CREATE FUNCTION {func}() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN"
+            " IF NOT EXISTS (SELECT 1 FROM summary_memory WHERE summary_id = NEW.summary_id) THEN"
+            "  RAISE EXCEPTION 'marking before the summary row was inserted'; END IF;"
+            " {then}; RETURN NEW; END $fn$").format(func=func, then=then))
+        admin.execute(sql.SQL(
+            "CREATE TRIGGER {trig} BEFORE UPDATE OF summary_id ON conversational_memory FOR EACH ROW"
+            " WHEN (NEW.user_id = {user} AND NEW.summary_id IS NOT NULL) EXECUTE FUNCTION {func}()").format(
+                trig=trig, user=sql.Literal(user), func=func))
+        blocker = Blocker(holder, key) if action == "block" else None
+        try:
+            yield blocker
+        finally:
+            if blocker is not None:
+                blocker.release()
+            admin.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON conversational_memory").format(trig))
+            admin.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(func))
+
+
+class Blocker:
+    """Holds an advisory lock on its own connection; the fault trigger waits on it."""
+
+    def __init__(self, conn: psycopg.Connection, key: int) -> None:
+        self.conn, self.key, self.held = conn, key, True
+        conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+
+    def wait_for_waiter(self, timeout: float = 30.0) -> int:
+        """The pid of the backend waiting on this lock (the consolidation, between insert and marks)."""
+        deadline = time.monotonic() + timeout
+        me = self.conn.info.backend_pid
+        while time.monotonic() < deadline:
+            row = self.conn.execute("SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                                    (me,)).fetchone()
+            if row:
+                return int(row[0])
+            time.sleep(0.02)
+        raise AssertionError("no consolidation reached the marking step")
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+
+
+def call_in_thread(fn: Callable[[], Any]) -> "Future[Any]":
+    """Start ``fn`` in a daemon thread; its result (or exception) comes back through the future."""
+    future: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # handed to the caller through the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
+
+
+# -- what a summary's label and sections are made of ------------------------------------------
+#: The extractive labeller's own words around the transcript's ("Conversation (date) about ...").
+LABEL_FRAME = {"conversation", "about", "to"}
+
+
+def foreign_label_words(label: str, transcript: str) -> list[str]:
+    """Words of ``label`` that are neither the transcript's nor the labeller's frame.
+
+    ``fit_label`` pads a short label with generic words ("summary", "details", ...), so
+    a word count says nothing; this says whether the words came from the conversation.
+    """
+    words = {w.strip(".'-") for w in re.findall(r"[\w'.-]+", transcript.lower())}
+    return [w for w in label.split() if w.strip("().,:").lower() not in words | LABEL_FRAME]
+
+
+def section(content: str, heading: str) -> str:
+    """The body of one ``### `` section of a rendered summary."""
+    parts = re.split(r"^(### .*)$", content, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))[heading]

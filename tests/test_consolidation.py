@@ -9,13 +9,13 @@ import psycopg
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-import memory.consolidation as consolidation
 from memory import InvalidInputError, LLMError, NotFoundError
-from memory.formatting import CONVERSATION, FACTS, KNOWLEDGE, format_conversation
+from memory.formatting import CONVERSATION, FACTS, KNOWLEDGE, format_conversation, format_message
 from memory.structure import HEADINGS
 from memory.summarizer import Summarizer
 
-from fix_consolidation import (BarrierSummarizer, ScriptedChat, assert_consistent, call_all, raw_conn, seed_thread,
+from fix_consolidation import (MARKING_CRASH, BarrierSummarizer, ScriptedChat, assert_consistent, call_all,
+                               call_in_thread, fault_at_marking, foreign_label_words, raw_conn, section, seed_thread,
                                thread_state)
 
 
@@ -37,7 +37,10 @@ def test_full_cycle_on_a_long_thread_with_real_minilm(real_mm, user, thread):
     assert result.status == "summarized" and result.method == "extractive"
     assert result.source_ids == [m.id for m in written]
     assert _headings(result.summary.content) == list(HEADINGS)
-    assert 8 <= len(result.summary.description.split()) <= 12
+    transcript = "\n".join(format_message(m) for m in written)
+    label = result.summary.description  # the thread's date and words, not padding
+    assert label.startswith("Conversation (2026-03-02) about ") and foreign_label_words(label, transcript) == []
+    assert "OPS-1000" in section(result.summary.content, "### Entities & References")
 
     with raw_conn(mm) as conn:
         unsummarized, summarized = conn.execute(
@@ -138,18 +141,14 @@ def test_messages_written_during_a_consolidation_stay_unsummarized(mm, user, thr
 
     # And a message committed by another connection inside the commit window.
     seed_thread(mm, user, thread, turns=1)
-
-    def insert_from_elsewhere(conn, summary):
+    with fault_at_marking(mm, user, "block") as blocker:
+        running = call_in_thread(lambda: mm.summarize_conversation(thread, user))
+        blocker.wait_for_waiter()  # the summary is inserted, no row is marked yet
         with raw_conn(mm) as other:
             other.execute("INSERT INTO conversational_memory (user_id, thread_id, role, content)"
                           " VALUES (%s, %s, 'user', 'inserted during the commit')", (user, thread))
-
-    original = consolidation._between_insert_and_mark
-    consolidation._between_insert_and_mark = insert_from_elsewhere
-    try:
-        second = mm.summarize_conversation(thread, user)
-    finally:
-        consolidation._between_insert_and_mark = original
+        blocker.release()
+        second = running.result(timeout=60)
     assert second.status == "summarized"
     assert [m.content for m in mm.read_conversational_memory(thread, user)] == ["inserted during the commit"]
     with raw_conn(mm) as conn:
@@ -212,9 +211,17 @@ def test_model_faults_fall_back_and_consolidate_fully(mm, user, thread, model, e
     result = mm.summarize_conversation(thread, user, summarizer=summ)
     assert result.status == "summarized" and result.method == expected_method
     assert _headings(result.summary.content) == list(HEADINGS)
-    assert 8 <= len(result.summary.description.split()) <= 12
+    transcript = "\n".join(format_message(m) for m in written)
+    # No usable label from the model: the label is the transcript's own words, not padding.
+    assert foreign_label_words(result.summary.description, transcript) == []
+    technical = section(result.summary.content, "### Technical Information")
     if expected_method == "extractive":
         assert result.errors  # what went wrong is reported, not hidden
+        assert "we decided to restart db-" in section(result.summary.content, "### Action Items & Decisions")
+        assert all(ln[2:] in transcript or ln.startswith("- [") and ln.split(": ", 1)[1] in transcript
+                   for ln in technical.splitlines() if ln.startswith("- "))
+    else:  # the model's prose is kept (under the first heading), not replaced
+        assert "Some prose with no headings at all about OPS-1000." in technical
     with raw_conn(mm) as conn:
         state = thread_state(conn, user, thread)
     assert state["unsummarized"] == [] and list(state["marked"].values()) == [[m.id for m in written]]
@@ -228,9 +235,13 @@ def test_empty_answer_is_retried_with_a_simpler_prompt(mm, user, thread):
     result = mm.summarize_conversation(thread, user, model=model)
     assert result.method == "llm-retry" and result.llm_calls == 2 and len(model.prompts) == 2
     assert len(model.prompts[1]) < len(model.prompts[0])
-    assert "- OPS-1000 checked" in result.summary.content
+    assert "- OPS-1000 checked" in section(result.summary.content, "### Technical Information")
     assert _headings(result.summary.content) == list(HEADINGS)
-    assert 8 <= len(result.summary.description.split()) <= 12
+    # The model's two-word label, completed from the transcript's words (not generic padding).
+    label = result.summary.description.split()
+    transcript = "\n".join(format_message(m) for m in mm.read_thread(thread, user))
+    assert label[:2] == ["too", "short"] and len(label) > 2
+    assert foreign_label_words(" ".join(label[2:]), transcript) == []
 
 
 def test_failing_model_without_fallback_leaves_the_thread_as_before(mm, user, thread):
@@ -243,41 +254,32 @@ def test_failing_model_without_fallback_leaves_the_thread_as_before(mm, user, th
     assert before["summaries"] == {}
 
 
-def test_failure_between_summary_insert_and_marking_rolls_back(mm, user, thread, monkeypatch):
+def test_failure_between_summary_insert_and_marking_rolls_back(mm, user, thread):
     seed_thread(mm, user, thread, turns=3)
-    seen = []
-
-    def boom(conn, summary):
-        seen.append(summary.summary_id)
-        # The insert happened inside this transaction...
-        assert conn.execute("SELECT count(*) FROM summary_memory WHERE summary_id = %s",
-                            (summary.summary_id,)).fetchone()[0] == 1
-        raise RuntimeError("crash between insert and marking")
-
-    monkeypatch.setattr(consolidation, "_between_insert_and_mark", boom)
     with raw_conn(mm) as conn:
         before = thread_state(conn, user, thread)
-        with pytest.raises(RuntimeError):
-            mm.summarize_conversation(thread, user)
-        assert thread_state(conn, user, thread) == before  # ...and is gone: no summary, no marks
-        assert conn.execute("SELECT count(*) FROM summary_memory WHERE summary_id = %s", (seen[0],)).fetchone()[0] == 0
-    monkeypatch.undo()
+        with fault_at_marking(mm, user, "raise"):  # checks the summary row exists, then raises
+            with pytest.raises(Exception) as info:
+                mm.summarize_conversation(thread, user)
+        assert MARKING_CRASH in f"{info.value} {info.value.__cause__}"
+        assert thread_state(conn, user, thread) == before  # the inserted summary is gone: no summary, no marks
+        assert conn.execute("SELECT count(*) FROM summary_memory WHERE user_id = %s", (user,)).fetchone()[0] == 0
     assert mm.summarize_conversation(thread, user).status == "summarized"  # the thread is not stuck
 
 
-def test_killed_backend_mid_transaction_leaves_the_old_state(mm, user, thread, monkeypatch):
+def test_killed_backend_mid_transaction_leaves_the_old_state(mm, user, thread):
     seed_thread(mm, user, thread, turns=2)
-
-    def kill(conn, summary):
-        with raw_conn(mm) as other:
-            other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
-
-    monkeypatch.setattr(consolidation, "_between_insert_and_mark", kill)
     with raw_conn(mm) as conn:
         before = thread_state(conn, user, thread)
-        with pytest.raises(psycopg.OperationalError):
-            mm.summarize_conversation(thread, user)
+        with fault_at_marking(mm, user, "block") as blocker:
+            running = call_in_thread(lambda: mm.summarize_conversation(thread, user))
+            pid = blocker.wait_for_waiter()  # between the summary insert and the marks
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            with pytest.raises(psycopg.OperationalError):
+                running.result(timeout=60)
         assert thread_state(conn, user, thread) == before
+        assert conn.execute("SELECT count(*) FROM summary_memory WHERE user_id = %s", (user,)).fetchone()[0] == 0
+    assert mm.summarize_conversation(thread, user).status == "summarized"  # the pool replaced the dead connection
 
 
 # -- read back, isolation, undo, offload ----------------------------------------------------
