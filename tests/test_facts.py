@@ -13,6 +13,7 @@ from memory.fact_tools import register_fact_tools
 from memory.models import FACT_CATEGORIES
 from memory.fact_rules import Candidate, decide, negated, values
 from memory.formatting import FACTS, FACTS_RULE, split_sections
+from toolbox import Toolbox
 
 
 def with_settings(mm: MemoryManager, **changes) -> MemoryManager:
@@ -243,8 +244,7 @@ def test_tools_are_bound_to_their_user(mm, user):
 
 
 def test_tools_run_through_a_toolbox(mm, user):
-    toolbox = pytest.importorskip("toolbox")
-    tb = toolbox.Toolbox(mm, namespace=f"facts-{uuid.uuid4().hex[:6]}")
+    tb = Toolbox(mm, namespace=f"facts-{uuid.uuid4().hex[:6]}")
     assert register_fact_tools(tb, mm, user, pin=True) == ["remember", "forget", "recall"]
     schema = {t["function"]["name"]: t["function"] for t in tb.openai_tools("save a preference", k=3)}
     assert schema["remember"]["parameters"]["properties"]["category"]["enum"] == list(FACT_CATEGORIES)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from psycopg import sql
 
 from memory import AgentMemError, InvalidInputError, MemoryManager, NotFoundError
+from memory.context import ContextBuilder, ContextParts
 from memory.formatting import CONVERSATION, HEADINGS, split_sections
 
 
@@ -265,13 +266,12 @@ def test_injected_tool_output_is_stored_but_rendered_as_tool_data(mm, user, thre
 
 
 def test_context_builder_keeps_injection_out_of_the_instructions(mm, user, thread):
-    context_mod = pytest.importorskip("memory.context")
     msgs = mm.write_messages(user, thread, [
         {"role": "user", "content": "Weather?"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "w1", "name": "weather", "args": {}}]},
         {"role": "tool", "content": INJECTION, "tool_call_id": "w1", "tool_name": "weather"},
     ])
-    built = context_mod.ContextBuilder(8000).build(context_mod.ContextParts(
+    built = ContextBuilder(8000).build(ContextParts(
         instructions="You are a careful assistant.", user_message="and tomorrow?", conversation=msgs))
     parts = split_sections(built.system)
     assert parts[0] == (None, "You are a careful assistant.\n\n")
