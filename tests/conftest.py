@@ -94,6 +94,15 @@ def fresh_schema(pg_uri: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def schema_mm(settings: Settings, fresh_schema: str) -> Iterator[MemoryManager]:
+    """A hash-embedder manager on a fresh schema: for rows every user sees (shared workflows),
+    which a fresh user id cannot isolate from other tests."""
+    mm = MemoryManager.open(settings.with_(schema=fresh_schema, pool_max_size=4), embedder=HashEmbedder())
+    yield mm
+    mm.close()
+
+
+@pytest.fixture
 def sql_conn(mm: MemoryManager) -> Iterator[psycopg.Connection]:
     """A raw autocommit connection on the test schema, for SQL assertions."""
     with psycopg.connect(mm.db.conninfo, autocommit=True) as conn:

@@ -49,7 +49,8 @@ def test_knowledge_round_trip_and_similarity(mm, user):
     assert hits[0].score is not None and 0 < hits[0].score <= 1.0001
 
 
-def test_workflow_round_trip_private_and_shared(mm, user):
+def test_workflow_round_trip_private_and_shared(schema_mm, user):
+    mm = schema_mm  # shared workflows are visible to every user: no other test's may rank here
     other = f"other-{uuid.uuid4().hex[:8]}"
     private = mm.write_workflow(user, "reset password", "reset a user's password", ["verify identity", "send link"],
                                 query="I forgot my password", outcome="link sent")

