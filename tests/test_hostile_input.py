@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-from memory import AgentMemError, InvalidInputError, MemoryManager, NotFoundError
+from memory import AgentMemError, HashEmbedder, InvalidInputError, MemoryManager, NotFoundError, Settings
 from memory.context import ContextBuilder, ContextParts
 from memory.formatting import CONVERSATION, HEADINGS, split_sections
 
@@ -102,8 +103,24 @@ TEXT_WRITERS = [w for w in WRITERS if not w.json]
 IDS = [w.name for w in WRITERS]
 
 
+@pytest.fixture(scope="module")
+def module_mm(settings: Settings, pg_uri: str) -> Iterator[MemoryManager]:
+    """This module's own schema: ``total_rows`` must not see what other tests (or their threads) write."""
+    schema = f"s_hostile_{uuid.uuid4().hex[:8]}"
+    manager = MemoryManager.open(settings.with_(schema=schema, pool_max_size=4), embedder=HashEmbedder())
+    yield manager
+    manager.close()
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def mm(module_mm: MemoryManager) -> MemoryManager:
+    return module_mm
+
+
 def total_rows(conn) -> int:
-    """Every row in every table: a rejected call must leave this unchanged."""
+    """Every row in every table of this module's schema: a rejected call must leave this unchanged."""
     tables = [r[0] for r in conn.execute(
         "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'")]
     return sum(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()[0]
