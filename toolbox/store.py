@@ -3,9 +3,12 @@
 Rows are keyed by ``(namespace, name)``. Registration is an upsert
 (``INSERT ... ON CONFLICT (namespace, name) DO UPDATE``), so processes that register the
 same tool at the same moment leave exactly one row, whichever wins holding a complete
-description and its embedding. Both searches are restricted to the names the calling
-process registered: the table is shared by every process of a deployment, but a
-process can only run the functions it holds.
+description and its embedding. One exception to "the last write wins": a docstring
+fallback (a model that failed in one process) never replaces an augmented row of the
+same content that another process wrote meanwhile; the augmented row is kept and
+returned. Both searches are restricted to the names the calling process registered:
+the table is shared by every process of a deployment, but a process can only run the
+functions it holds.
 
 Tool rows feed every user's prompt, so the application role may only read them
 (migration 007): tools are registered by the schema owner or by a role made with
@@ -46,6 +49,10 @@ class ToolRow:
     embedding: Any = field(default=None, repr=False)
 
 
+_COLUMNS = ("id, namespace, name, docstring, description, json_schema, queries, search_text, content_hash,"
+            " augmented, created_at, updated_at, embedding")
+
+
 def fetch(db: Database, namespace: str, name: str) -> ToolRow | None:
     with db.connection() as conn, conn.cursor(row_factory=class_row(ToolRow)) as cur:
         return cur.execute(
@@ -81,18 +88,23 @@ def upsert(db: Database, *, namespace: str, name: str, docstring: str, descripti
 def _upsert(cur: Any, namespace: str, name: str, docstring: str, description: str, json_schema: dict[str, Any],
             queries: Sequence[str], search_text: str, content_hash: str, augmented: bool,
             embedding: np.ndarray) -> ToolRow | None:
-    return cur.execute(  # type: ignore[no-any-return]
+    row: ToolRow | None = cur.execute(
         "INSERT INTO toolbox_memory (namespace, name, docstring, description, json_schema, queries, search_text,"
         " content_hash, augmented, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (namespace, name) DO UPDATE SET docstring = EXCLUDED.docstring,"
         " description = EXCLUDED.description, json_schema = EXCLUDED.json_schema, queries = EXCLUDED.queries,"
         " search_text = EXCLUDED.search_text, content_hash = EXCLUDED.content_hash,"
         " augmented = EXCLUDED.augmented, embedding = EXCLUDED.embedding, updated_at = clock_timestamp()"
-        " RETURNING id, namespace, name, docstring, description, json_schema, queries, search_text,"
-        " content_hash, augmented, created_at, updated_at, embedding",
+        " WHERE NOT (toolbox_memory.augmented AND NOT EXCLUDED.augmented"
+        "  AND toolbox_memory.content_hash = EXCLUDED.content_hash)"
+        " RETURNING " + _COLUMNS,
         (namespace, name, docstring, description, Jsonb(json_schema), Jsonb(list(queries)), search_text,
          content_hash, augmented, embedding),
     ).fetchone()
+    if row is None:  # kept an augmented row of the same content (locked by the statement above)
+        row = cur.execute("SELECT " + _COLUMNS + " FROM toolbox_memory WHERE namespace = %s AND name = %s",
+                          (namespace, name)).fetchone()
+    return row
 
 
 def vector_ranking(db: Database, namespace: str, names: Sequence[str], qvec: np.ndarray,
