@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 
 from ._store import StoreBase, insert_returning, select_list
 from .errors import InvalidInputError
+from .isolation import require_owner
 from .models import ROLES, Message
 from .validation import (check_bool, check_choice, check_datetime, check_object, check_optional_text,
                          check_positive_int, check_text, check_tool_calls)
@@ -144,7 +145,7 @@ class ConversationMixin(StoreBase):
             return cur.execute(stmt, (uid, tid)).fetchall()
 
     def list_threads(self, user_id: str | None = None) -> list[dict[str, Any]]:
-        """Threads with their message counts, summarized vs not (all users when None)."""
+        """Threads with their message counts, summarized vs not (all users when None: schema owner only)."""
         params: tuple[Any, ...] = ()
         where = sql.SQL("")
         if user_id is not None:
@@ -157,4 +158,6 @@ class ConversationMixin(StoreBase):
             " FROM conversational_memory {where} GROUP BY user_id, thread_id ORDER BY max(created_at) DESC"
         ).format(where=where)
         with self.db.connection(params[0] if params else None) as conn, conn.cursor(row_factory=dict_row) as cur:
+            if not params:
+                require_owner(conn, "listing every user's threads")
             return cur.execute(q, params).fetchall()

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from .errors import ConfigurationError
+from .errors import AccessDeniedError, ConfigurationError
 from .validation import check_id, check_text
 
 #: Kinds of the tables agentmem owns (``agentmem_tables``, migration 007).
@@ -66,6 +66,20 @@ def user_tables(conn: psycopg.Connection, schema: str) -> list[str]:
 def base_tables(conn: psycopg.Connection, schema: str) -> list[str]:
     """Every table agentmem owns in ``schema`` (per-user, shared and bookkeeping)."""
     return list(agentmem_tables(conn, schema))
+
+
+def require_owner(conn: psycopg.Connection, what: str) -> None:
+    """Refuse work that spans users to a role under row-level security (the app role).
+
+    It would see no row and report nothing (zeros, no threads) as if there were none.
+    ``conn``'s search_path must start with the agentmem schema.
+    """
+    owner = conn.execute("SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class"
+                         " WHERE oid = 'conversational_memory'::regclass").fetchone()
+    if not owner or not owner[0]:
+        raise AccessDeniedError(
+            f"{what} spans every user, so it runs as the schema owner: role {conn.info.user!r} is under row-level "
+            "security and would see no rows. Run it with the owner's AGENTMEM_DATABASE_URL, or name one user")
 
 
 def _owned_sequences(conn: psycopg.Connection, schema: str, tables: list[str]) -> list[str]:

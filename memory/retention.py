@@ -35,8 +35,8 @@ from psycopg import sql
 
 from ._store import StoreBase
 from .db import Database
-from .errors import AccessDeniedError, ConfigurationError
-from .isolation import BOOKKEEPING, agentmem_tables, base_tables, user_tables
+from .errors import ConfigurationError
+from .isolation import BOOKKEEPING, agentmem_tables, base_tables, require_owner, user_tables
 from .settings import Settings
 from .validation import check_id
 
@@ -93,21 +93,10 @@ def _columns(conn: psycopg.Connection, schema: str) -> dict[str, set[str]]:
     return out
 
 
-def _require_owner(conn: psycopg.Connection, what: str) -> None:
-    """Work that spans users needs the schema owner: under row-level security it would see no row
-    and report zeros as if nothing had expired."""
-    owner = conn.execute("SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class"
-                         " WHERE oid = 'conversational_memory'::regclass").fetchone()
-    if not owner or not owner[0]:
-        raise AccessDeniedError(
-            f"{what} spans every user, so it runs as the schema owner: role {conn.info.user!r} is under row-level "
-            "security and would see no rows. Run it with the owner's AGENTMEM_DATABASE_URL")
-
-
 def purge_expired(db: Database, settings: Settings, *, now: datetime | None = None) -> dict[str, int]:
     """Delete expired rows in every table; returns rows deleted per table (zeros included)."""
     with db.connection() as conn:
-        _require_owner(conn, "purge")
+        require_owner(conn, "purge")
         at = now or conn.execute("SELECT clock_timestamp()").fetchone()[0]  # type: ignore[index]
         columns = _columns(conn, db.schema)
         fks = _foreign_keys(conn, db.schema)

@@ -300,11 +300,16 @@ def test_cli_forget_user_through_the_app_role_counts_and_deletes_the_users_rows(
 
 
 def test_cross_user_work_through_the_app_role_is_refused_not_silently_empty(app_mm, mm, user):
-    """purge and the DBA views span users: through the app role they would see nothing."""
+    """purge, the DBA views and listing every user's threads span users: through the app role
+    they would see nothing and say so as if there were nothing."""
     from memory import views
 
     with pytest.raises(AccessDeniedError, match="schema owner"):
         app_mm.purge_expired()
+    with pytest.raises(AccessDeniedError, match="schema owner"):
+        app_mm.list_threads()
+    app_mm.write_conversational_memory(user, "t", "user", "hello")
+    assert [t["thread_id"] for t in app_mm.list_threads(user)] == ["t"]  # one user's: scoped, allowed
     with pytest.raises(AccessDeniedError, match="schema owner"):
         views.consolidation_status(app_mm.db, app_mm.settings)
     with pytest.raises(AccessDeniedError, match="schema owner"):
