@@ -195,3 +195,33 @@ def test_the_script_alone_refuses_without_citus_and_changes_nothing(pg_uri, dist
         assert "CREATE EXTENSION citus" in (err.value.diag.message_hint or "")
         conn.execute("RESET search_path")  # the snapshot names tables as seen from the default path
         assert _catalog(conn, dist_schema) == before
+
+
+def test_the_migrated_schema_breaks_no_citus_rule(dist_conn, dist_schema):
+    """After every migration (008 made the keys (user_id, ...)), nothing is left for Citus to refuse."""
+    assert check_schema(dist_conn, dist_schema) == []
+
+
+def test_dry_run_checks_the_schema_and_lists_the_plan_without_citus(pg_uri, dist_schema):
+    import json
+
+    env = {"AGENTMEM_DATABASE_URL": pg_uri, "AGENTMEM_SCHEMA": dist_schema, "AGENTMEM_EMBEDDER": "hash"}
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        before = _catalog(conn, dist_schema)
+        result = CliRunner().invoke(main, ["distribute", "--dry-run", "--json"], env=env)
+        assert result.exit_code == 0, result.stderr
+        plan = json.loads(result.stdout)
+        assert plan["dry_run"] is True and plan["citus_version"] is None
+        kinds = {s["table_name"]: s["kind"] for s in plan["steps"]}
+        assert kinds["toolbox_memory"] == kinds["shared_workflow_memory"] == "reference"
+        assert kinds["conversational_memory"] == kinds["workflow_memory"] == "distributed"
+        assert _catalog(conn, dist_schema) == before
+
+
+def test_purging_a_fact_that_superseded_another_unlinks_it(mm, user, sql_conn):
+    """The successor key is NO ACTION since 008 (Citus refuses SET NULL on it): forget clears the link first."""
+    old = mm.remember(user, "stable_fact", "Lives in Oslo").fact
+    new = mm.remember(user, "stable_fact", "Lives in Bergen, not Oslo", replaces=old.id).fact
+    mm.forget(new.id, user, purge=True)
+    assert sql_conn.execute("SELECT superseded_by, valid_to IS NOT NULL FROM fact_memory WHERE user_id = %s"
+                            " AND id = %s", (user, old.id)).fetchone() == (None, True)

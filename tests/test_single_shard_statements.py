@@ -1,0 +1,137 @@
+"""Every statement of the hot paths targets one user: on Citus, one shard.
+
+A scripted session (write, agent turn, context, search, consolidate, expand, undo,
+facts, corrections, tool log, forget) runs against a stand-in of a Citus cluster: the
+schema with every per-user table hash-partitioned on user_id (tests/fix_partitioned.py).
+The server reports every plan it builds, the statements that triggers, functions and
+foreign-key checks run included; each must touch partitions of the session user's
+remainder only, which is what Citus's router needs to send it to that user's shard.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+import psycopg
+import pytest
+
+from fix_partitioned import MODULUS, partition_by_user, recording_manager, remainder_of
+from memory import MemoryAgent
+from memory.distribution import check_schema
+
+
+@pytest.fixture
+def stand_in(pg_uri, settings, fresh_schema):
+    from memory import HashEmbedder, MemoryManager
+
+    MemoryManager.open(settings.with_(schema=fresh_schema), embedder=HashEmbedder()).close()
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        tables = partition_by_user(conn, fresh_schema)
+        assert check_schema(conn, fresh_schema) == []  # partitioning kept every key
+    return fresh_schema, tables
+
+
+def _two_users(conn: psycopg.Connection, schema: str) -> tuple[str, str]:
+    """A session user and a neighbour whose rows live in another partition (another shard)."""
+    me = f"u-{uuid.uuid4().hex[:10]}"
+    mine = remainder_of(conn, schema, "conversational_memory", me)
+    while True:
+        other = f"o-{uuid.uuid4().hex[:10]}"
+        if remainder_of(conn, schema, "conversational_memory", other) != mine:
+            return me, other
+
+
+def _session(mm, user: str, thread: str) -> None:
+    """The hot paths, as an application drives them for one user."""
+    mm.write_messages(user, thread, [
+        {"role": "user", "content": "My nightly export EXP-2291 failed with disk quota exceeded"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "check_disk", "args": {}}]},
+        {"role": "tool", "content": "volume /data 100% full", "tool_call_id": "c1", "tool_name": "check_disk"},
+        {"role": "assistant", "content": "The data volume is full; I will clean old exports."},
+    ])
+    mm.write_messages(user, thread, [{"role": "user", "content": "Thanks, please keep weekly backups"}], embed=False)
+    mm.write_tool_log(user, "check_disk", {}, "volume /data 100% full", thread_id=thread, tool_call_id="c1")
+    mm.read_tool_log(user, thread)
+    mm.write_knowledge(user, "A disk quota error means the volume is full.", source="errors.md")
+    mm.write_entity(user, "EXP-2291", "job", "nightly export job")
+    mm.write_workflow(user, "clean exports", "free disk space by deleting old exports", ["check_disk", "delete"],
+                      query="disk full")
+    workflows = mm.read_workflows("disk is full", user)
+    if workflows:
+        mm.record_workflow_use(str(workflows[0].id), user)
+    pref = mm.remember(user, "preference", "Prefers weekly backups").fact
+    mm.remember(user, "preference", "Prefers weekly backups")  # the same: unchanged
+    mm.remember(user, "stable_fact", "Lives in Oslo")
+    moved = mm.remember(user, "stable_fact", "Lives in Bergen, not Oslo")  # a contradiction: supersedes
+    mm.fact_history(moved.fact.id, user)
+    mm.recall(user, include_history=True)
+    mm.correct(user, thread, "Oslo", "Bergen")
+    MemoryAgent(mm, extract_with_model=False).run("Is my export job fixed?", user, thread)
+    mm.build_context("why did the export fail?", user, thread)
+    mm.search_memory("export failed disk quota", user, 5)
+    mm.search_memory("backups", user, 5, thread_id=thread)
+    result = mm.summarize_conversation(thread, user, keep_recent=1)
+    assert result.summarized, result.message
+    summary_id = result.summary.summary_id
+    mm.expand_summary(summary_id, user)
+    mm.read_summary_memory("export", user)
+    mm.offload_to_summary("## Conversation Memory\nold\n", thread, user, summary_id=summary_id)
+    mm.undo_consolidation(summary_id, user)
+    again = mm.summarize_conversation(thread, user)
+    assert again.summarized
+    mm.forget(pref.id, user)
+    mm.forget(moved.fact.id, user, purge=True)
+    mm.forget_user(user)
+
+
+def test_every_hot_path_statement_touches_one_users_shard(stand_in, settings, pg_uri):
+    schema, tables = stand_in
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        me, other = _two_users(conn, schema)
+        mine = remainder_of(conn, schema, "conversational_memory", me)
+        assert all(remainder_of(conn, schema, t, me) == mine for t in tables)  # colocated: one remainder
+    with recording_manager(settings, schema) as (mm, recorder):
+        mm.write_messages(other, "t", [{"role": "user", "content": "Neighbour's export failed too"}])
+        mm.remember(other, "preference", "Prefers daily backups")
+        recorder.plans.clear()
+        recorder.statements.clear()
+        _session(mm, me, "t")
+    wrong = [(p.statement[:300], sorted(x for x in p.partitions if not x.endswith(f"_p{mine}")))
+             for p in recorder.plans if any(not x.endswith(f"_p{mine}") for x in p.partitions)]
+    assert not wrong, "statements reaching other users' partitions:\n" + "\n".join(f"{s}\n  -> {ps}" for s, ps in wrong)
+    # The recording saw the session: plans on the user's partitions of every table it writes.
+    touched = Counter(x.rsplit("_p", 1)[0] for p in recorder.plans for x in p.partitions)
+    assert {"conversational_memory", "conversational_context", "summary_memory", "fact_memory",
+            "knowledge_memory", "entity_memory", "tool_log", "workflow_memory"} <= set(touched), touched
+    assert len(recorder.statements) > 50
+
+
+def test_the_recording_catches_a_statement_that_forgets_the_user(stand_in, settings, pg_uri):
+    """The check can fail: a lookup by id alone plans every partition."""
+    schema, _ = stand_in
+    with recording_manager(settings, schema) as (mm, recorder):
+        with mm.db.connection() as conn:
+            conn.execute("SELECT content FROM fact_memory WHERE id = %s", (uuid.uuid4(),))
+            conn.execute("SELECT content FROM fact_memory WHERE user_id = %s AND id = %s", ("u", uuid.uuid4()))
+    by_statement = {p.statement: p.partitions for p in recorder.plans}
+    unscoped = by_statement["SELECT content FROM fact_memory WHERE id = %s"]
+    assert unscoped == {f"fact_memory_p{r}" for r in range(MODULUS)}
+    assert len(by_statement["SELECT content FROM fact_memory WHERE user_id = %s AND id = %s"]) == 1
+
+
+def test_settings_the_workers_need_are_sent_as_set_local(stand_in, settings):
+    """Citus forwards SET LOCAL to the shards' nodes (citus.propagate_set_commands = local),
+    not set_config() calls: the row-level-security key and the HNSW search settings are
+    read there, by the policies and the index scans."""
+    schema, _ = stand_in
+    user = f"u-{uuid.uuid4().hex[:10]}"
+    with recording_manager(settings, schema) as (mm, recorder):
+        mm.write_knowledge(user, "A disk quota error means the volume is full.")
+        mm.read_knowledge("disk full", user)
+        with mm.db.connection(user) as conn:
+            assert conn.execute("SELECT current_setting('agentmem.user_id')").fetchone() == (user,)
+    sent = [s for s in recorder.statements if "agentmem.user_id" in s or "hnsw." in s]
+    assert any(s.startswith("SET LOCAL agentmem.user_id = ") for s in sent)
+    assert any(s.startswith("SET LOCAL hnsw.ef_search = ") for s in sent)
+    assert not [s for s in sent if "set_config" in s], sent
