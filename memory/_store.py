@@ -134,7 +134,7 @@ class StoreBase:
         ).format(key=key, tbl=tbl, where=where)
         with self.db.connection(params.get("uid")) as conn:
             conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(self.settings.hnsw_ef_search),))
+            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(self.settings.hnsw_ef_search))))
             with conn.cursor(row_factory=class_row(row_cls)) as cur:
                 vec_rows = cur.execute(vector_sql, args).fetchall()
             kw_ids: list[Any] = []

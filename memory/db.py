@@ -68,7 +68,9 @@ class Database:
 def _user_transaction(pool: ConnectionPool, user_id: str) -> Iterator[psycopg.Connection]:
     try:
         with pool.connection() as conn:
-            conn.execute("SELECT set_config('agentmem.user_id', %s, true)", (user_id,))
+            # SET LOCAL, not set_config(): Citus forwards SET LOCAL commands to the workers
+            # (citus.propagate_set_commands = local), where the row-level policies run.
+            conn.execute(sql.SQL("SET LOCAL agentmem.user_id = {}").format(sql.Literal(user_id)))
             yield conn
     except PoolTimeout as exc:  # pragma: no cover - depends on load
         raise DatabaseUnavailableError(f"no database connection available: {exc}") from exc

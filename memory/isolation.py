@@ -4,10 +4,10 @@ Every read and write of agentmem already filters on ``user_id`` in its SQL. Row-
 security is the second wall, for the day a query forgets: migrations 003 and 007 put
 a policy on every per-user table of agentmem (listed in ``agentmem_tables``, never
 another application's table of the same schema) comparing ``user_id`` with the
-transaction setting
-``agentmem.user_id``, which ``Database.connection(user_id)`` sets with
-``set_config(..., true)`` (transaction-local, so a pooled connection never carries one
-user's id into the next transaction). A transaction that sets nothing sees nothing.
+transaction setting ``agentmem.user_id``, which ``Database.connection(user_id)`` sets
+with ``SET LOCAL`` (transaction-local, so a pooled connection never carries one user's
+id into the next transaction; and the form Citus forwards to its workers, where the
+policies run). A transaction that sets nothing sees nothing.
 
 Policies do not bind the table owner, which runs migrations and admin commands
 (purge, forget-user, status across users). Applications connect through a separate
