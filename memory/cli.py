@@ -73,24 +73,33 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class LazyMiniLM:
-    """The packaged MiniLM model, loaded on the first ``embed``.
+    """The packaged MiniLM model on the configured backend, loaded on the first ``embed``.
 
     Most commands (status, threads, show, facts, purge, ...) never embed anything, so
-    they never pay for loading the model.
+    they never pay for loading the model; with the ONNX backend (the default, once its
+    file is cached) the ones that do never import torch.
     """
 
-    from .embeddings import MiniLMEmbedder as _Model
-
-    name = _Model.name
-    dimension = _Model.dimension
+    name = "all-MiniLM-L6-v2"
+    dimension = 384
 
     def __init__(self) -> None:
+        import importlib.util
+
+        from .settings import Settings
+
+        self._settings = Settings.from_env()
+        onnx = self._settings.embedding_backend == "onnx" and importlib.util.find_spec("onnxruntime") is not None
+        self.backend = "onnx-int8" if onnx else "torch-fp32"
         self._model: Any = None
 
     def embed(self, texts: Sequence[str]) -> Any:
         if self._model is None:
+            from .manager import embedder_from_env
+
             with spinner("loading the embedding model"):
-                self._model = self._Model()
+                self._model = embedder_from_env(self._settings)
+            self.backend = self._model.backend
         return self._model.embed(texts)
 
 

@@ -102,13 +102,14 @@ def _configure(schema: str):
 
 
 def connect(settings: Settings | None = None, *, dimension: int, model_name: str,
-            conninfo: str | None = None) -> Database:
+            conninfo: str | None = None, backend: str = "") -> Database:
     """Open (and migrate) the database described by ``settings``."""
     settings = settings or Settings.from_env()
     is_embedded = False
     if conninfo is None:
         conninfo, is_embedded = resolve_conninfo(settings)
-    applied = migrations.migrate(conninfo, schema=settings.schema, dimension=dimension, model_name=model_name)
+    applied = migrations.migrate(conninfo, schema=settings.schema, dimension=dimension, model_name=model_name,
+                                 backend=backend)
     if applied:
         log.info("applied migrations: %s", ", ".join(applied))
     pool = ConnectionPool(

@@ -9,6 +9,7 @@ dimension.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from .consolidation import ConsolidationMixin
@@ -16,11 +17,12 @@ from .conversation import ConversationMixin
 from .corrections import CorrectionMixin
 from .db import Database, connect
 from .embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
-from .errors import ConfigurationError
+from .errors import ConfigurationError, EmbeddingError
 from .entities import EntityMixin
 from .formatting import (format_conversation, format_entities, format_facts, format_knowledge, format_summaries,
                          format_workflows)
 from .knowledge import KnowledgeMixin
+from .onnx_minilm import OnnxMiniLMEmbedder
 from .retention import RetentionMixin
 from .settings import Settings
 from .search import SearchMixin
@@ -29,8 +31,13 @@ from .toollog import ToolLogMixin
 from .workflows import WorkflowMixin
 
 
-def embedder_from_env() -> Embedder:
+def embedder_from_env(settings: Settings | None = None) -> Embedder:
     """The packaged MiniLM model, unless ``AGENTMEM_EMBEDDER=hash`` (TEST ONLY).
+
+    MiniLM runs on ``settings.embedding_backend``: "onnx" (default; int8, exported into
+    ``settings.model_cache_dir`` on first use) or "torch". When ONNX Runtime cannot be
+    used (not installed, export failed) it falls back to torch with a warning: the two
+    backends may share a schema (``memory.embeddings.SHARED_VECTOR_SPACE``).
 
     The hash embedder is a deterministic fake with no notion of meaning; it lets the
     CLI and notebook tests run fast in a subprocess. Never use it for real memory:
@@ -38,12 +45,19 @@ def embedder_from_env() -> Embedder:
     """
     import os
 
+    settings = settings or Settings.from_env()
     choice = os.environ.get("AGENTMEM_EMBEDDER", "minilm").strip().lower()
-    if choice in ("", "minilm"):
-        return MiniLMEmbedder()
     if choice == "hash":
         return HashEmbedder()
-    raise ConfigurationError(f"AGENTMEM_EMBEDDER={choice!r}: use 'minilm' (default) or 'hash' (tests only)")
+    if choice not in ("", "minilm"):
+        raise ConfigurationError(f"AGENTMEM_EMBEDDER={choice!r}: use 'minilm' (default) or 'hash' (tests only)")
+    if settings.embedding_backend == "onnx":
+        try:
+            return OnnxMiniLMEmbedder(settings.model_cache_dir, threads=settings.embedding_threads)
+        except EmbeddingError as exc:
+            warnings.warn(f"agentmem: the ONNX embedding backend is unavailable ({exc}); using torch",
+                          RuntimeWarning, stacklevel=2)
+    return MiniLMEmbedder(threads=settings.embedding_threads)
 
 
 class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixin, SummaryMixin, ToolLogMixin,
@@ -61,13 +75,10 @@ class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixi
              conninfo: str | None = None) -> "MemoryManager":
         """Connect (starting the embedded server if no URL is set), migrate, and return a manager."""
         settings = settings or Settings.from_env()
-        if settings.embedding_threads > 0:  # torch's default (a thread per core) thrashes on a busy host
-            import torch
-
-            torch.set_num_threads(settings.embedding_threads)
-        service = EmbeddingService(embedder or embedder_from_env(), batch_size=settings.embedding_batch_size,
+        service = EmbeddingService(embedder or embedder_from_env(settings), batch_size=settings.embedding_batch_size,
                                    cache_size=settings.embedding_cache_size)
-        db = connect(settings, dimension=service.dimension, model_name=service.name, conninfo=conninfo)
+        db = connect(settings, dimension=service.dimension, model_name=service.name, conninfo=conninfo,
+                     backend=service.backend)
         return cls(db, service, settings)
 
     def close(self) -> None:

@@ -94,7 +94,7 @@ def ensure_vector_extension(conn: psycopg.Connection) -> str:
     return ensure_vector_extension(conn)
 
 
-def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str) -> list[str]:
+def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str, backend: str = "") -> list[str]:
     """Apply pending migrations; return the names applied (empty when up to date)."""
     applied_now: list[str] = []
     try:
@@ -113,7 +113,7 @@ def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str) -> l
                 # Nothing to apply, so run no DDL: a non-owner role (row-level security,
                 # see memory.isolation) may start agentmem on a migrated schema.
                 conn.execute(sql.SQL("SET search_path TO {}, {}").format(schema_id, sql.Identifier(ext_schema)))
-                _check_dimension(conn, dimension, model_name)
+                _check_dimension(conn, dimension, model_name, backend)
                 return applied_now
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema_id))
             path = sql.SQL("SET search_path TO {}, {}").format(schema_id, sql.Identifier(ext_schema))
@@ -126,7 +126,7 @@ def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str) -> l
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS agentmem_meta (key text PRIMARY KEY, value text NOT NULL)"
             )
-            dim = _check_dimension(conn, dimension, model_name)
+            dim = _check_dimension(conn, dimension, model_name, backend)
             done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
             for mig in discover():
                 if mig.version in done:
@@ -159,12 +159,13 @@ def _up_to_date(conn: psycopg.Connection, schema: str) -> bool:
     return all(m.version in done for m in discover())
 
 
-def _check_dimension(conn: psycopg.Connection, dimension: int, model_name: str) -> int:
+def _check_dimension(conn: psycopg.Connection, dimension: int, model_name: str, backend: str = "") -> int:
     row = conn.execute("SELECT value FROM agentmem_meta WHERE key = 'embedding_dim'").fetchone()
     if row is None:
         conn.execute(
-            "INSERT INTO agentmem_meta (key, value) VALUES ('embedding_dim', %s), ('embedding_model', %s)",
-            (str(dimension), model_name),
+            "INSERT INTO agentmem_meta (key, value) VALUES ('embedding_dim', %s), ('embedding_model', %s),"
+            " ('embedding_backend', %s)",
+            (str(dimension), model_name, backend),
         )
         return dimension
     stored = int(row[0])
@@ -183,7 +184,25 @@ def _check_dimension(conn: psycopg.Connection, dimension: int, model_name: str) 
             f"dimension ({dimension}) but another vector space, so its vectors would be silently wrong next "
             "to them. Use the same model, or a new schema (AGENTMEM_SCHEMA) for the new one."
         )
+    _check_backend(conn, model_name, backend)
     return stored
+
+
+def _check_backend(conn: psycopg.Connection, model_name: str, backend: str) -> None:
+    """Refuse a runtime of the same model whose vectors are not measured to agree (see embeddings)."""
+    from .embeddings import LEGACY_BACKENDS, backends_agree
+
+    row = conn.execute("SELECT value FROM agentmem_meta WHERE key = 'embedding_backend'").fetchone()
+    # Schemas created before the backend was recorded got their vectors from the one
+    # backend there was then.
+    stored = row[0] if row is not None else LEGACY_BACKENDS.get(model_name, backend)
+    if not backends_agree(model_name, stored, backend):
+        raise EmbeddingModelMismatchError(
+            f"this schema holds vectors of {model_name!r} computed by the {stored or 'unnamed'!r} backend; "
+            f"the {backend or 'unnamed'!r} backend of that model is not known to produce the same vectors, "
+            "so mixing them would silently degrade search. Use the schema's backend "
+            "(AGENTMEM_EMBEDDING_BACKEND), or a new schema (AGENTMEM_SCHEMA) for this one."
+        )
 
 
 def applied(conn: psycopg.Connection, schema: str) -> list[tuple[int, str]]:

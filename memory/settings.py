@@ -50,6 +50,12 @@ def default_data_dir() -> Path:
     return Path(base) / "agentmem"
 
 
+def default_cache_dir() -> Path:
+    """Per-user cache directory (XDG on Linux): the exported ONNX model lives here."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "agentmem"
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str | None = None
@@ -95,7 +101,12 @@ class Settings:
     hnsw_ef_search: int = 100
     keyword_weight: float = 0.5
 
-    # Embeddings. embedding_threads 0 keeps torch's default (one per core).
+    # Embeddings. embedding_backend: "onnx" (int8 MiniLM under ONNX Runtime, exported
+    # once into model_cache_dir; falls back to torch when ONNX Runtime is missing) or
+    # "torch" (fp32 sentence-transformers). embedding_threads 0 keeps the runtime's
+    # default (one per core).
+    embedding_backend: str = "onnx"
+    model_cache_dir: Path = field(default_factory=default_cache_dir)
     embedding_threads: int = 0
     embedding_batch_size: int = 64
     embedding_cache_size: int = 50_000
@@ -115,10 +126,12 @@ class Settings:
             values["database_url"] = url
         if env.get("AGENTMEM_DATA_DIR"):
             values["data_dir"] = Path(env["AGENTMEM_DATA_DIR"])
+        if env.get("AGENTMEM_MODEL_CACHE_DIR"):
+            values["model_cache_dir"] = Path(env["AGENTMEM_MODEL_CACHE_DIR"])
         simple = {f.name: f for f in fields(cls)}
         for name, f in simple.items():
             key = "AGENTMEM_" + name.upper()
-            if name in ("database_url", "data_dir") or key not in env:
+            if name in ("database_url", "data_dir", "model_cache_dir") or key not in env:
                 continue
             raw = env[key]
             default = getattr(cls(), name)
@@ -143,6 +156,11 @@ class Settings:
             raise ConfigurationError(
                 "thresholds must satisfy 0 < warning < critical <= hard_limit <= 1, got "
                 f"{self.warning_threshold}, {self.critical_threshold}, {self.hard_limit}"
+            )
+        if self.embedding_backend not in ("onnx", "torch"):
+            raise ConfigurationError(
+                f"embedding_backend {self.embedding_backend!r} (AGENTMEM_EMBEDDING_BACKEND): use 'onnx' "
+                "(default) or 'torch'"
             )
 
     def __post_init__(self) -> None:

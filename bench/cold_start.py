@@ -1,0 +1,102 @@
+"""CLI cold start and memory per embedding backend: `agentmem search` end to end, RSS after open.
+
+    python bench/cold_start.py [--rounds 5] [--json out.json]
+
+Against a throwaway embedded server holding a few messages, in interleaved rounds
+(torch, onnx, torch, ...), each in a fresh process as a user would run it:
+
+* ``agentmem search QUERY --user U``: wall time from process start to exit (imports,
+  connecting, loading the model, embedding the query, searching, printing);
+* a process that opens ``MemoryManager.open()`` (the library's default path, which
+  loads the model at open) and reads its resident set size (VmRSS) right after, and
+  again after embedding one query; it also reports whether torch was imported.
+
+``AGENTMEM_EMBEDDING_BACKEND=torch`` is the behaviour before the ONNX backend (the
+sentence-transformers model); ``onnx`` uses the int8 file, exported into a temp cache
+before the first round (its one-off export time is printed separately).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import base_parser, embedded_server, environment, print_table, write_json  # noqa: E402
+
+from memory import MemoryManager, Settings  # noqa: E402
+from memory.onnx_minilm import OnnxMiniLMEmbedder  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+_script = Path(sys.executable).parent / "agentmem"  # the installed entry point, as a user runs it
+CLI = [str(_script)] if _script.exists() else [sys.executable, "-m", "memory.cli"]
+OPEN_PROBE = """
+import json, sys, time
+t0 = time.perf_counter()
+from memory import MemoryManager
+def rss():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmRSS:'):
+            return int(line.split()[1]) / 1024
+mm = MemoryManager.open()
+opened = time.perf_counter() - t0
+after_open = rss()
+mm.embeddings.embed_one('what did I say about the report?')
+print(json.dumps({'open_s': opened, 'rss_open': after_open, 'rss_query': rss(), 'torch': 'torch' in sys.modules}))
+mm.close()
+"""
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    result: dict = {"search_s": {}, "open": {}}
+    with embedded_server() as uri, tempfile.TemporaryDirectory(prefix="amcold") as cache:
+        t0 = time.perf_counter()
+        onnx = OnnxMiniLMEmbedder(Path(cache))
+        print(f"one-off ONNX export + quantisation: {time.perf_counter() - t0:.1f} s")
+        with MemoryManager.open(Settings.from_env(database_url=uri, schema="cold"), embedder=onnx) as mm:
+            mm.write_messages("u", "t", [{"role": "user", "content": f"Note {i}: the quarterly report is late."}
+                                         for i in range(20)])
+        base = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMEM_")}
+        base.update(AGENTMEM_DATABASE_URL=uri, AGENTMEM_SCHEMA="cold", AGENTMEM_MODEL_CACHE_DIR=cache,
+                    AGENTMEM_EMBEDDING_THREADS="1", PYTHONPATH=str(ROOT))
+        for _ in range(args.rounds):
+            for backend in ("torch", "onnx"):
+                env = dict(base, AGENTMEM_EMBEDDING_BACKEND=backend)
+                t0 = time.perf_counter()
+                out = subprocess.run([*CLI, "search", "late report", "--user", "u", "--json"], env=env,
+                                     capture_output=True, text=True)
+                took = time.perf_counter() - t0
+                if out.returncode != 0 or not json.loads(out.stdout):
+                    raise SystemExit(f"agentmem search failed ({backend}): {out.stderr[-2000:]}")
+                result["search_s"].setdefault(backend, []).append(took)
+                probe = subprocess.run([sys.executable, "-c", OPEN_PROBE], env=env, capture_output=True, text=True)
+                if probe.returncode != 0:
+                    raise SystemExit(f"open probe failed ({backend}): {probe.stderr[-2000:]}")
+                result["open"].setdefault(backend, []).append(json.loads(probe.stdout.strip().splitlines()[-1]))
+    rows = []
+    for backend in ("torch", "onnx"):
+        s, o = result["search_s"][backend], result["open"][backend]
+        rows.append([backend, f"{statistics.median(s):.2f}", f"{min(s):.2f}",
+                     f"{statistics.median(x['open_s'] for x in o):.2f}",
+                     f"{statistics.median(x['rss_open'] for x in o):.0f}",
+                     f"{statistics.median(x['rss_query'] for x in o):.0f}", str(o[0]["torch"])])
+    print_table(f"cold start, median of {args.rounds} interleaved rounds (1 embedding thread)",
+                ["backend", "agentmem search s", "min s", "MemoryManager.open s", "RSS after open MiB",
+                 "RSS after 1 query MiB", "imports torch"], rows)
+    print(f"\nload average at end: {environment()['loadavg_at_end']}")
+    write_json(args.json, result)
+
+
+if __name__ == "__main__":
+    main()

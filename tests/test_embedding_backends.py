@@ -1,0 +1,219 @@
+"""Embedding backends: batching by length, the int8 ONNX MiniLM, its cache, the torch
+fallback, and which backends' vectors may share a schema.
+
+The ONNX tests use the real packaged weights (exported once per session into a temp
+cache directory) and compare with the real torch model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg import sql
+
+from memory import EmbeddingModelMismatchError, HashEmbedder, MemoryManager, MiniLMEmbedder, Settings
+from memory import migrations
+from memory.embeddings import EmbeddingService
+from memory.errors import ConfigurationError, EmbeddingError
+from memory.manager import embedder_from_env
+from memory.onnx_minilm import OnnxMiniLMEmbedder, cached_model_path, model_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Recording:
+    """The hash embedder, remembering each batch it was handed."""
+
+    name, dimension, backend = "hash-embedder", 64, "hash"
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(64)
+        self.batches: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.batches.append(list(texts))
+        return self.inner.embed(texts)
+
+
+def test_embed_batches_by_length_across_the_whole_call_and_keeps_input_order() -> None:
+    rng = random.Random(3)
+    texts = [" ".join(f"w{rng.randrange(10_000)}" for _ in range(rng.randrange(1, 60))) for _ in range(50)]
+    rec = Recording()
+    service = EmbeddingService(rec, batch_size=8)
+    vectors = service.embed(texts)
+    # Every batch holds texts no longer than the shortest of the batch before it.
+    lengths = [[len(t) for t in batch] for batch in rec.batches]
+    assert len(lengths) == 7
+    for before, after in zip(lengths, lengths[1:]):
+        assert max(after) <= min(before)
+    # ... and each vector is still the one of the text at its input position.
+    expected = HashEmbedder(64).embed(texts)
+    assert np.allclose(np.stack(vectors), expected)
+
+
+# -- the ONNX backend ------------------------------------------------------------------------
+# Agreement floors, from bench/embed_backends.py's distribution over 4,000+ LoCoMo and
+# ToolBench texts (int8 vs fp32: mean cosine ~0.99, 1st percentile ~0.98, worst ~0.95),
+# not from these six texts: every text must stay above 0.93, under the worst real text of
+# the bench, so a correct export never trips it; the mean of a handful must reach 0.98.
+# What they must catch: the padding mask ignored (0.86 on a short text) and per-tensor
+# weight scales (mean 0.957, worst 0.80), both seen while building the export.
+COSINE_FLOOR, MEAN_COSINE_FLOOR = 0.93, 0.98
+TEXTS = [
+    "Hey Mel! Good to see you! How have you been?",
+    "I went to a LGBTQ support group yesterday and it was so powerful.",
+    "Retrieve the current weather forecast for a given city and date.",
+    "def add(a, b): return a + b",
+    "The quick brown fox jumps over the lazy dog " * 40,  # longer than 256 tokens: truncated alike
+    "ok",
+]
+
+
+@pytest.fixture(scope="session")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="session")
+def onnx_minilm(onnx_cache: Path) -> OnnxMiniLMEmbedder:
+    return OnnxMiniLMEmbedder(onnx_cache, threads=1)
+
+
+@pytest.mark.slow
+def test_onnx_vectors_agree_with_torch_on_real_texts(onnx_minilm: OnnxMiniLMEmbedder, minilm: MiniLMEmbedder) -> None:
+    a, b = onnx_minilm.embed(TEXTS), minilm.embed(TEXTS)
+    assert a.shape == b.shape == (len(TEXTS), 384) and a.dtype == np.float32
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-4)
+    cos = np.sum(a * b, axis=1)
+    assert cos.min() >= COSINE_FLOOR and cos.mean() >= MEAN_COSINE_FLOOR, cos
+    # Alone or batched with longer texts, a text gets nearly the same vector: padding does
+    # not leak into the mean. Not exactly the same: dynamic quantisation scales the
+    # activations per batch, so a batch's other texts move a vector within int8 error
+    # (most for a short text among long ones; the service batches similar lengths).
+    alone = np.stack([onnx_minilm.embed([t])[0] for t in TEXTS])
+    assert np.sum(alone * a, axis=1).min() >= COSINE_FLOOR
+    # Each text's nearest other text is the same under both backends.
+    sims_a, sims_b = a @ a.T, b @ b.T
+    np.fill_diagonal(sims_a, -1)
+    np.fill_diagonal(sims_b, -1)
+    assert list(sims_a.argmax(1)) == list(sims_b.argmax(1))
+
+
+@pytest.mark.slow
+def test_onnx_export_is_cached_and_reused(onnx_minilm: OnnxMiniLMEmbedder, onnx_cache: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    assert onnx_minilm.exported and onnx_minilm.path.exists()
+    assert onnx_minilm.path.parent == onnx_cache and onnx_minilm.path == cached_model_path(onnx_cache)
+    assert list(onnx_cache.glob("*.onnx")) == [onnx_minilm.path]  # no temp files left behind
+    mtime = onnx_minilm.path.stat().st_mtime_ns
+    # A second process-like load reuses the file: no export, so torch is never needed.
+    monkeypatch.setattr("memory.onnx_minilm.export_int8", lambda *a: pytest.fail("exported again"))
+    again = OnnxMiniLMEmbedder(onnx_cache, threads=1)
+    assert not again.exported and again.path.stat().st_mtime_ns == mtime
+    assert np.array_equal(again.embed(TEXTS[:2]), onnx_minilm.embed(TEXTS[:2]))
+    # Another recipe or model package gets another file, never the stale one.
+    monkeypatch.setattr("memory.onnx_minilm.RECIPE", "another-recipe")
+    assert cached_model_path(onnx_cache, model_dir()) != onnx_minilm.path
+
+
+@pytest.mark.slow
+def test_a_corrupt_cached_file_is_a_clear_error(tmp_path: Path) -> None:
+    target = cached_model_path(tmp_path)
+    target.write_bytes(b"not an onnx model")
+    with pytest.raises(EmbeddingError, match="delete it"):
+        OnnxMiniLMEmbedder(tmp_path)
+
+
+def test_backend_setting_is_validated() -> None:
+    with pytest.raises(ConfigurationError, match="AGENTMEM_EMBEDDING_BACKEND"):
+        Settings(embedding_backend="tensorflow").validate()
+
+
+@pytest.mark.slow
+def test_torch_backend_on_request_and_as_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTMEM_EMBEDDER", raising=False)
+    chosen = embedder_from_env(Settings(embedding_backend="torch", model_cache_dir=tmp_path))
+    assert isinstance(chosen, MiniLMEmbedder) and chosen.backend == "torch-fp32"
+    assert not list(tmp_path.iterdir())  # torch asked for: nothing exported
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # ONNX Runtime not installed
+    with pytest.warns(RuntimeWarning, match="ONNX embedding backend is unavailable"):
+        fallback = embedder_from_env(Settings(embedding_backend="onnx", model_cache_dir=tmp_path))
+    assert isinstance(fallback, MiniLMEmbedder)
+    assert fallback.embed(["hello"]).shape == (1, 384)
+
+
+# -- which backends may share a schema -------------------------------------------------------
+def _meta(uri: str, schema: str) -> dict[str, str]:
+    with psycopg.connect(uri) as conn:
+        rows = conn.execute(sql.SQL("SELECT key, value FROM {}.agentmem_meta").format(sql.Identifier(schema)))
+        return dict(rows.fetchall())
+
+
+def test_int8_and_fp32_minilm_share_a_schema_other_backends_are_refused(pg_uri: str, fresh_schema: str) -> None:
+    def open_with(backend: str) -> list[str]:
+        return migrations.migrate(pg_uri, schema=fresh_schema, dimension=384, model_name="all-MiniLM-L6-v2",
+                                  backend=backend)
+
+    assert open_with("torch-fp32")
+    assert _meta(pg_uri, fresh_schema)["embedding_backend"] == "torch-fp32"
+    assert open_with("onnx-int8") == []  # measured to agree: accepted
+    with pytest.raises(EmbeddingModelMismatchError, match="AGENTMEM_EMBEDDING_BACKEND"):
+        open_with("onnx-fp16-unmeasured")
+    assert _meta(pg_uri, fresh_schema)["embedding_backend"] == "torch-fp32"  # the refusal wrote nothing
+
+
+def test_schemas_from_before_the_backend_was_recorded_count_as_torch(pg_uri: str, fresh_schema: str) -> None:
+    migrations.migrate(pg_uri, schema=fresh_schema, dimension=384, model_name="all-MiniLM-L6-v2",
+                       backend="torch-fp32")
+    with psycopg.connect(pg_uri) as conn:
+        conn.execute(sql.SQL("DELETE FROM {}.agentmem_meta WHERE key = 'embedding_backend'").format(
+            sql.Identifier(fresh_schema)))
+    migrations.migrate(pg_uri, schema=fresh_schema, dimension=384, model_name="all-MiniLM-L6-v2",
+                       backend="onnx-int8")
+    with pytest.raises(EmbeddingModelMismatchError):
+        migrations.migrate(pg_uri, schema=fresh_schema, dimension=384, model_name="all-MiniLM-L6-v2",
+                           backend="onnx-fp16-unmeasured")
+
+
+def test_a_model_without_a_shared_space_needs_its_exact_backend(pg_uri: str, fresh_schema: str) -> None:
+    migrations.migrate(pg_uri, schema=fresh_schema, dimension=384, model_name="hash-embedder", backend="hash")
+    with pytest.raises(EmbeddingModelMismatchError):
+        migrations.migrate(pg_uri, schema=fresh_schema, dimension=384, model_name="hash-embedder",
+                           backend="onnx-int8")
+
+
+# -- the CLI without torch -------------------------------------------------------------------
+@pytest.mark.slow
+def test_cli_search_with_the_cached_onnx_file_never_imports_torch(
+        pg_uri: str, fresh_schema: str, onnx_minilm: OnnxMiniLMEmbedder, onnx_cache: Path, user: str) -> None:
+    settings = Settings.from_env(database_url=pg_uri, schema=fresh_schema)
+    with MemoryManager.open(settings, embedder=onnx_minilm) as mm:
+        mm.write_messages(user, "t1", [{"role": "user", "content": "My cat Miso hates the vacuum cleaner."},
+                                       {"role": "user", "content": "The quarterly report is due on Friday."}])
+    probe = (
+        "import json, sys\n"
+        "from memory.cli import main\n"
+        "code = 0\ntry:\n"
+        "    main(['search', 'which pet do I have', '--user', sys.argv[1], '-k', '1', '--json'])\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        "heavy = sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules)\n"
+        "print(json.dumps({'code': code, 'heavy': heavy}), file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMEM_")}
+    env.update(AGENTMEM_DATABASE_URL=pg_uri, AGENTMEM_SCHEMA=fresh_schema, AGENTMEM_MODEL_CACHE_DIR=str(onnx_cache),
+               PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", probe, user], capture_output=True, text=True, env=env, timeout=300)
+    report = json.loads(out.stderr.strip().splitlines()[-1])
+    assert report == {"code": 0, "heavy": []}, out.stderr
+    hits = json.loads(out.stdout)
+    assert len(hits) == 1 and "Miso" in hits[0]["content"]
