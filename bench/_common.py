@@ -141,8 +141,17 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument("--seed", type=int, default=7, help="random seed for generated data")
     parser.add_argument("--torch-threads", type=int, default=0,
-                        help="torch intra-op threads for MiniLM (0: torch's default, one per core)")
+                        help="intra-op threads for MiniLM, either backend (0: the runtime's default, one per core)")
+    parser.add_argument("--backend", choices=("onnx", "torch"), default="onnx",
+                        help="MiniLM backend: int8 ONNX Runtime (the library default) or fp32 torch")
     return parser
+
+
+def bench_embedder(backend: str, threads: int = 0) -> Any:
+    """The MiniLM embedder of ``backend``, as ``MemoryManager.open`` would build it."""
+    from memory.manager import embedder_from_env
+
+    return embedder_from_env(Settings.from_env(embedding_backend=backend, embedding_threads=threads))
 
 
 def apply_torch_threads(n: int) -> int:

@@ -34,10 +34,11 @@ from typing import Any, Callable, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Timer, apply_torch_threads, base_parser, embedded_server, log, open_manager, print_table, write_json  # noqa: E402
+from _common import (Timer, apply_torch_threads, base_parser, bench_embedder, embedded_server, log,  # noqa: E402
+                     open_manager, print_table, write_json)
 from longmem_data import Dataset, Question, generate, message_times  # noqa: E402
 
-from memory import MemoryManager, MiniLMEmbedder  # noqa: E402
+from memory import MemoryManager  # noqa: E402
 from memory.search import DEFAULT_WEIGHTS, MemoryHit, SearchWeights, _rank  # noqa: E402
 from memory.search_tools import format_hits  # noqa: E402
 from memory.tokens import count_tokens  # noqa: E402
@@ -314,7 +315,7 @@ def main() -> None:
               f"{t} {sum(q.qtype == t for q in data.questions)}" for t in QTYPES + ("unanswerable",)))
     print(f"pools: tune {sum(q.pool == 'tune' for q in data.questions)}, "
           f"heldout {sum(q.pool == 'heldout' for q in data.questions)} questions (disjoint fact templates)")
-    embedder = MiniLMEmbedder()
+    embedder = bench_embedder(args.backend, getattr(args, "torch_threads", 0))
     results: dict[str, Any] = {}
     with embedded_server() as uri:
         log("write path")

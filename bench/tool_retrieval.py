@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (Timer, base_parser, embedded_server, log, open_manager, percentiles,  # noqa: E402
+from _common import (bench_embedder, Timer, base_parser, embedded_server, log, open_manager, percentiles,  # noqa: E402
                      print_table, write_json)
 from tool_catalogue import CatalogueTool, ScriptedAugmenter, load, make_function  # noqa: E402
 
-from memory import MemoryManager, MiniLMEmbedder  # noqa: E402
+from memory import MemoryManager  # noqa: E402
 from memory._store import fuse_rankings  # noqa: E402
 from toolbox import DEFAULT_MIN_COVERAGE, DEFAULT_RRF_K, DEFAULT_WEIGHTS, Toolbox  # noqa: E402
 from toolbox import store  # noqa: E402
@@ -125,7 +125,7 @@ def main() -> None:
         f"{len(dev_q)} dev and {len(test_q)} test requests")
     results: dict[str, Any] = {"tools": len(tools), "dev_queries": len(dev_q), "test_queries": len(test_q)}
     with embedded_server() as uri:
-        minilm = MiniLMEmbedder()
+        minilm = bench_embedder(args.backend, getattr(args, "torch_threads", 0))
         mm = open_manager(uri, embedder=minilm)
         if args.llm:
             from memory.llm import chat_model_from_env
