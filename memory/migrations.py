@@ -192,10 +192,12 @@ def _check_backend(conn: psycopg.Connection, model_name: str, backend: str) -> N
     """Refuse a runtime of the same model whose vectors are not measured to agree (see embeddings)."""
     from .embeddings import LEGACY_BACKENDS, backends_agree
 
+    if not backend:  # an embedder that names no backend gets the model check only
+        return
     row = conn.execute("SELECT value FROM agentmem_meta WHERE key = 'embedding_backend'").fetchone()
-    # Schemas created before the backend was recorded got their vectors from the one
-    # backend there was then.
-    stored = row[0] if row is not None else LEGACY_BACKENDS.get(model_name, backend)
+    # Schemas created before the backend was recorded (or by a caller that named none)
+    # got their vectors from the one backend there was then.
+    stored = row[0] if row is not None and row[0] else LEGACY_BACKENDS.get(model_name, backend)
     if not backends_agree(model_name, stored, backend):
         raise EmbeddingModelMismatchError(
             f"this schema holds vectors of {model_name!r} computed by the {stored or 'unnamed'!r} backend; "
