@@ -7,7 +7,7 @@ from .conversation import NewMessage
 from .corrections import Correction
 from .db import Database, connect
 from .embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
-from .errors import (AccessDeniedError, AgentMemError, ConfigurationError, DatabaseUnavailableError,
+from .errors import (AccessDeniedError, AgentMemError, ConfigurationError, ConfigurationWarning, DatabaseUnavailableError,
                      DimensionMismatchError, EmbeddingError, EmbeddingModelMismatchError, FactCategoryError, FactRejectedError, FactTooLongError,
                      InvalidInputError, LLMError, MigrationError, NotFoundError, TooManyFactsError,
                      VectorExtensionMissingError)
@@ -47,7 +47,7 @@ __all__ = [
     # isolation
     "AppRole", "create_app_role",
     # errors
-    "AgentMemError", "AccessDeniedError", "ConfigurationError", "DatabaseUnavailableError",
+    "AgentMemError", "AccessDeniedError", "ConfigurationError", "ConfigurationWarning", "DatabaseUnavailableError",
     "DimensionMismatchError", "EmbeddingError", "EmbeddingModelMismatchError", "FactCategoryError", "FactRejectedError", "FactTooLongError",
     "InvalidInputError", "LLMError", "MigrationError", "NotFoundError", "TooManyFactsError",
     "VectorExtensionMissingError",

@@ -137,6 +137,18 @@ def main() -> None:
     Configuration comes from the environment: AGENTMEM_DATABASE_URL (else an embedded
     PostgreSQL), AGENTMEM_SCHEMA, AGENTMEM_USER, AGENTMEM_LLM_* (see the README).
     """
+    import warnings
+
+    from .errors import ConfigurationWarning
+
+    def show(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, ConfigurationWarning):
+            click.echo(f"agentmem: warning: {one_line(str(message))}", err=True)
+        else:
+            previous(message, category, *args, **kwargs)
+
+    previous = warnings.showwarning
+    warnings.showwarning = show
 
 
 @main.command()

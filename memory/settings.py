@@ -2,18 +2,39 @@
 
 Every knob that the design calls a "setting" lives here so a deployment can change it
 without code: database URL, schema name, size limits, monitor thresholds, model
-context windows and retention periods.
+context windows, retention periods and the LLM endpoint.
+
+Each field's environment variable is ``AGENTMEM_`` + its name in capitals
+(``pool_max_size`` -> ``AGENTMEM_POOL_MAX_SIZE``). Values are parsed by the field's
+type: integers, numbers, ``true``/``false``, paths, text, and dict settings written
+either as ``key=value`` pairs separated by commas or as a JSON object
+(``AGENTMEM_RETENTION_DAYS=tool_log=7,conversational_memory=30`` or
+``'{"tool_log": 7}'``; the pairs given replace those defaults, the others stay).
+
+Validation is generic over the fields: every value is checked against its type and
+its bounds (``field(metadata=bounds(...))``; a number without bounds must be >= 0),
+both for settings read from the environment and for ``Settings(...)`` built in code,
+so a field added later is checked the same way. A bad value is one line of
+:class:`~memory.errors.ConfigurationError` naming the variable, the value and what is
+allowed. An ``AGENTMEM_*`` variable that is no setting is ignored with a
+:class:`~memory.errors.ConfigurationWarning` naming the closest valid one.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
+import math
 import os
 import re
+import shlex
+import typing
+import warnings
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, ConfigurationWarning
 
 #: Context windows (tokens) of common models; unknown models use ``default_context_window``.
 MODEL_CONTEXT_WINDOWS: dict[str, int] = {
@@ -26,6 +47,26 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "llama3": 8_192,
     "smollm2": 8_192,
 }
+
+#: Tables whose rows a retention period can apply to (keys of ``AGENTMEM_RETENTION_DAYS``).
+RETENTION_TABLES = ("conversational_memory", "summary_memory", "workflow_memory", "fact_memory",
+                    "knowledge_memory", "entity_memory", "tool_log")
+
+#: ``AGENTMEM_*`` variables read outside :class:`Settings` (not misspellings).
+OTHER_VARIABLES = frozenset({
+    "AGENTMEM_USER", "AGENTMEM_EMBEDDER", "AGENTMEM_APP_PASSWORD", "AGENTMEM_BENCH_DIR", "AGENTMEM_SQL_DIR",
+    "AGENTMEM_LLAMA_PYTHON",
+})
+
+#: Environment variables read as a second choice for a field.
+_ALIASES = {"database_url": ("DATABASE_URL",), "llm_base_url": ("OPENAI_BASE_URL",),
+            "llm_api_key": ("OPENAI_API_KEY",)}
+
+
+def bounds(ge: float | None = None, *, gt: float | None = None, le: float | None = None,
+           lt: float | None = None, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Field metadata: the allowed range of a number (or of a dict's values) and a dict's keys."""
+    return {"ge": ge, "gt": gt, "le": le, "lt": lt, "keys": keys}
 
 
 #: What an agentmem schema name may be: the names PostgreSQL keeps as written without
@@ -58,35 +99,36 @@ def default_cache_dir() -> Path:
 
 @dataclass(frozen=True)
 class Settings:
-    database_url: str | None = None
+    database_url: str | None = field(default=None, repr=False)
     data_dir: Path = field(default_factory=default_data_dir)
     schema: str = "agent_memory"
     pool_min_size: int = 1
-    pool_max_size: int = 10
+    pool_max_size: int = field(default=10, metadata=bounds(1))
 
     # Input limits: anything larger is rejected with InvalidInputError, nothing stored.
-    max_content_chars: int = 200_000
-    max_tool_output_chars: int = 5_000_000
-    max_id_chars: int = 200
-    max_batch: int = 10_000
+    max_content_chars: int = field(default=200_000, metadata=bounds(1))
+    max_tool_output_chars: int = field(default=5_000_000, metadata=bounds(1))
+    max_id_chars: int = field(default=200, metadata=bounds(1))
+    max_batch: int = field(default=10_000, metadata=bounds(1))
 
     # Context window monitor.
-    default_context_window: int = 8_192
-    model_context_windows: dict[str, int] = field(default_factory=lambda: dict(MODEL_CONTEXT_WINDOWS))
-    warning_threshold: float = 0.50
-    critical_threshold: float = 0.80
-    hard_limit: float = 0.95
+    default_context_window: int = field(default=8_192, metadata=bounds(1))
+    model_context_windows: dict[str, int] = field(default_factory=lambda: dict(MODEL_CONTEXT_WINDOWS),
+                                                  metadata=bounds(1))
+    warning_threshold: float = field(default=0.50, metadata=bounds(gt=0, le=1))
+    critical_threshold: float = field(default=0.80, metadata=bounds(gt=0, le=1))
+    hard_limit: float = field(default=0.95, metadata=bounds(gt=0, le=1))
     reserved_output_tokens: int = 1_024
-    safety_margin: float = 0.05
+    safety_margin: float = field(default=0.05, metadata=bounds(0, lt=1))
 
     # Durable facts.
-    fact_max_chars: int = 180
-    max_active_facts: int = 20
+    fact_max_chars: int = field(default=180, metadata=bounds(1))
+    max_active_facts: int = field(default=20, metadata=bounds(1))
     # Cosine similarity to the closest active fact (see memory.fact_rules): at or above
     # ``fact_related_similarity`` a new fact may restate or contradict it, at or above
     # ``fact_duplicate_similarity`` it is a near-duplicate unless a value differs.
-    fact_related_similarity: float = 0.55
-    fact_duplicate_similarity: float = 0.90
+    fact_related_similarity: float = field(default=0.55, metadata=bounds(0, le=1))
+    fact_duplicate_similarity: float = field(default=0.90, metadata=bounds(0, le=1))
 
     # Retention (days; 0 means keep forever), per table.
     retention_days: dict[str, int] = field(default_factory=lambda: {
@@ -94,11 +136,11 @@ class Settings:
         "tool_log": 90,
         "summary_memory": 0,
         "entity_memory": 0,
-    })
+    }, metadata=bounds(0, keys=RETENTION_TABLES))
 
     # Search. ef_search 100: recall@10 0.84 vs 0.68 at pgvector's default 40 on 1M rows,
     # for ~2 ms more (bench/hnsw_scale.py).
-    hnsw_ef_search: int = 100
+    hnsw_ef_search: int = field(default=100, metadata=bounds(1, le=1000))
     keyword_weight: float = 0.5
 
     # Embeddings. embedding_backend: "onnx" (int8 MiniLM under ONNX Runtime, exported
@@ -108,7 +150,7 @@ class Settings:
     embedding_backend: str = "onnx"
     model_cache_dir: Path = field(default_factory=default_cache_dir)
     embedding_threads: int = 0
-    embedding_batch_size: int = 64
+    embedding_batch_size: int = field(default=64, metadata=bounds(1))
     embedding_cache_size: int = 50_000
 
     # Tools: seconds a tool call may run before the model gets a ``tool_timeout`` error
@@ -116,42 +158,49 @@ class Settings:
     # overrides it per tool; see toolbox.running for what happens to a tool that hangs.
     tool_timeout: float = 30.0
 
+    # LLM (see memory.llm). llm_timeout bounds one model call in seconds, retries and
+    # fallback model included, wherever a model is called (summaries, tool
+    # augmentation, the agent loop, the CLI).
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout: float = field(default=60.0, metadata=bounds(gt=0))
+    llm_max_retries: int = field(default=1, metadata=bounds(0, le=10))
+    llm_max_tokens: int | None = field(default=None, metadata=bounds(1))
+    llm_fallback_model: str | None = None
+    llm_fallback_base_url: str | None = None
+    llm_fallback_api_key: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
     @classmethod
-    def from_env(cls, **overrides: Any) -> "Settings":
-        """Build settings from the environment; keyword overrides win."""
-        env = os.environ
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        """Build settings from the environment (or ``env``); keyword overrides win."""
+        env = os.environ if env is None else env
+        hints = _hints()
         values: dict[str, Any] = {}
-        url = env.get("AGENTMEM_DATABASE_URL") or env.get("DATABASE_URL")
-        if url:
-            values["database_url"] = url
-        if env.get("AGENTMEM_DATA_DIR"):
-            values["data_dir"] = Path(env["AGENTMEM_DATA_DIR"])
-        if env.get("AGENTMEM_MODEL_CACHE_DIR"):
-            values["model_cache_dir"] = Path(env["AGENTMEM_MODEL_CACHE_DIR"])
-        simple = {f.name: f for f in fields(cls)}
-        for name, f in simple.items():
-            key = "AGENTMEM_" + name.upper()
-            if name in ("database_url", "data_dir", "model_cache_dir") or key not in env:
-                continue
-            raw = env[key]
-            default = getattr(cls(), name)
-            try:
-                if isinstance(default, bool):
-                    values[name] = raw.lower() in ("1", "true", "yes", "on")
-                elif isinstance(default, int):
-                    values[name] = int(raw)
-                elif isinstance(default, float):
-                    values[name] = float(raw)
-                elif isinstance(default, str):
-                    values[name] = raw
-            except ValueError as exc:
-                raise ConfigurationError(f"{key}={raw!r} is not a valid {type(default).__name__}") from exc
+        for f in fields(cls):
+            for key in (env_name(f.name), *_ALIASES.get(f.name, ())):
+                raw = env.get(key)
+                if raw is not None and raw.strip() != "":
+                    values[f.name] = _parse(f.name, key, raw.strip(), hints[f.name], f.metadata)
+                    break
+        _warn_unknown(env)
         values.update(overrides)
         settings = cls(**values)
-        settings.validate()
+        settings.check_data_dir()
         return settings
 
     def validate(self) -> None:
+        """Check every field against its type and bounds; ConfigurationError (one line) if not."""
+        hints = _hints()
+        for f in fields(self):
+            _check(f.name, getattr(self, f.name), hints[f.name], f.metadata)
+        if self.pool_min_size > self.pool_max_size:
+            raise ConfigurationError(
+                f"AGENTMEM_POOL_MIN_SIZE={self.pool_min_size} is above AGENTMEM_POOL_MAX_SIZE={self.pool_max_size}:"
+                " the minimum pool size must not exceed the maximum")
         if not (0 < self.warning_threshold < self.critical_threshold <= self.hard_limit <= 1.0):
             raise ConfigurationError(
                 "thresholds must satisfy 0 < warning < critical <= hard_limit <= 1, got "
@@ -162,11 +211,29 @@ class Settings:
                 f"embedding_backend {self.embedding_backend!r} (AGENTMEM_EMBEDDING_BACKEND): use 'onnx' "
                 "(default) or 'torch'"
             )
+        check_schema_name(self.schema)  # it goes into SQL everywhere
+        if self.fact_related_similarity > self.fact_duplicate_similarity:
+            raise ConfigurationError(
+                f"AGENTMEM_FACT_RELATED_SIMILARITY={self.fact_related_similarity} is above "
+                f"AGENTMEM_FACT_DUPLICATE_SIMILARITY={self.fact_duplicate_similarity}: related must be <= duplicate")
 
-    def __post_init__(self) -> None:
-        # The one check every Settings passes, however built (from_env, the
-        # constructor, with_): the schema name goes into SQL everywhere.
-        check_schema_name(self.schema)
+    def check_data_dir(self) -> None:
+        """With no database URL the embedded server needs ``data_dir``: it must be a usable directory."""
+        if self.database_url:
+            return
+        path = Path(self.data_dir).expanduser()
+        probe = path
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        problem = None
+        if not probe.is_dir():
+            problem = f"{probe} is not a directory"
+        elif not os.access(probe, os.W_OK | os.X_OK) and probe != path:
+            problem = f"{probe} is not writable"
+        if problem:
+            raise ConfigurationError(
+                f"AGENTMEM_DATA_DIR={str(path)!r} is not usable ({problem}): set it to a writable directory,"
+                " or set AGENTMEM_DATABASE_URL to use a server")
 
     def context_window(self, model: str | None) -> int:
         if model and model in self.model_context_windows:
@@ -179,3 +246,187 @@ class Settings:
 
     def with_(self, **changes: Any) -> "Settings":
         return replace(self, **changes)
+
+
+def env_name(name: str) -> str:
+    """The environment variable of the field ``name``."""
+    return "AGENTMEM_" + name.upper()
+
+
+def known_variables() -> frozenset[str]:
+    """Every ``AGENTMEM_*`` variable agentmem reads."""
+    return frozenset(env_name(f.name) for f in fields(Settings)) | OTHER_VARIABLES
+
+
+def _hints() -> dict[str, Any]:
+    return typing.get_type_hints(Settings)
+
+
+def _kind(tp: Any) -> tuple[Any, bool]:
+    """(the type without ``None``, whether None is allowed)."""
+    args = typing.get_args(tp)
+    if type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0], True
+    return tp, False
+
+
+def _describe(tp: Any, meta: Mapping[str, Any]) -> str:
+    tp, optional = _kind(tp)
+    origin = typing.get_origin(tp)
+    if origin is dict:
+        value_tp = typing.get_args(tp)[1]
+        keys = meta.get("keys")
+        what = "one of " + ", ".join(keys) if keys else "a name"
+        return (f"key=value pairs separated by commas (or a JSON object), each key {what}, each value "
+                + _describe(value_tp, meta))
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "text", Path: "a path"}
+    text = names.get(tp, getattr(tp, "__name__", str(tp)))
+    limits = []
+    for key, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        if meta.get(key) is not None:
+            limits.append(f"{sign} {meta[key]:g}")
+    if tp in (int, float) and not any(meta.get(k) is not None for k in ("ge", "gt")):
+        limits.insert(0, ">= 0")
+    if limits:
+        text += " " + " and ".join(limits)
+    return text + (" (or unset)" if optional else "")
+
+
+def _bad(name: str, value: Any, tp: Any, meta: Mapping[str, Any]) -> ConfigurationError:
+    return ConfigurationError(f"{env_name(name)}={value!r} is not allowed: {name} must be {_describe(tp, meta)}")
+
+
+def _check_number(name: str, value: Any, tp: Any, meta: Mapping[str, Any], full_tp: Any) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int and not isinstance(value, int):
+        ok = False
+    if ok and isinstance(value, float) and not math.isfinite(value):
+        ok = False
+    if ok:
+        ge, gt, le, lt = meta.get("ge"), meta.get("gt"), meta.get("le"), meta.get("lt")
+        if ge is None and gt is None:
+            ge = 0
+        ok = ((ge is None or value >= ge) and (gt is None or value > gt)
+              and (le is None or value <= le) and (lt is None or value < lt))
+    if not ok:
+        raise _bad(name, value, full_tp, meta)
+
+
+def _check(name: str, value: Any, tp: Any, meta: Mapping[str, Any]) -> None:
+    base, optional = _kind(tp)
+    if value is None:
+        if optional:
+            return
+        raise _bad(name, value, tp, meta)
+    origin = typing.get_origin(base)
+    if origin is dict:
+        key_tp, value_tp = typing.get_args(base)
+        if not isinstance(value, dict) or not all(isinstance(k, key_tp) for k in value):
+            raise _bad(name, value, tp, meta)
+        for v in value.values():
+            try:
+                _check(name, v, value_tp, meta)
+            except ConfigurationError:
+                raise _bad(name, value, tp, meta) from None
+        return
+    if base in (int, float):
+        _check_number(name, value, base, meta, tp)
+    elif base is bool:
+        if not isinstance(value, bool):
+            raise _bad(name, value, tp, meta)
+    elif base is Path:
+        if not isinstance(value, (str, Path)) or not str(value):
+            raise _bad(name, value, tp, meta)
+    elif base is str:
+        if not isinstance(value, str) or "\x00" in value:
+            raise _bad(name, value, tp, meta)
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _parse_scalar(raw: str, tp: Any) -> Any:
+    if tp is bool:
+        if raw.lower() in _TRUE:
+            return True
+        if raw.lower() in _FALSE:
+            return False
+        raise ValueError(raw)
+    if tp is int:
+        return int(raw)
+    if tp is float:
+        return float(raw)
+    if tp is Path:
+        return Path(raw).expanduser()
+    return raw
+
+
+def _parse(name: str, key: str, raw: str, tp: Any, meta: Mapping[str, Any]) -> Any:
+    """The value of environment variable ``key`` for the field ``name``, checked."""
+    base, _ = _kind(tp)
+    try:
+        if typing.get_origin(base) is dict:
+            value: Any = _parse_dict(name, key, raw, base, meta)
+        else:
+            value = _parse_scalar(raw, base)
+    except ValueError:
+        raise ConfigurationError(f"{key}={shlex.quote(raw)} is not allowed: {name} must be "
+                                 f"{_describe(tp, meta)}") from None
+    try:
+        _check(name, value, tp, meta)
+    except ConfigurationError:
+        raise ConfigurationError(f"{key}={shlex.quote(raw)} is not allowed: {name} must be "
+                                 f"{_describe(tp, meta)}") from None
+    return value
+
+
+def _parse_dict(name: str, key: str, raw: str, tp: Any, meta: Mapping[str, Any]) -> dict[str, Any]:
+    value_tp = typing.get_args(tp)[1]
+    if raw.startswith("{"):
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError:
+            raise ValueError(raw) from None
+        if not isinstance(parsed, dict):
+            raise ValueError(raw)
+        items = [(str(k), v if isinstance(v, str) else json.dumps(v)) for k, v in parsed.items()]
+    else:
+        items = []
+        for pair in raw.replace(";", ",").split(","):
+            if not pair.strip():
+                continue
+            k, sep, v = pair.partition("=")
+            if not sep:
+                k, sep, v = pair.partition(":")
+            if not sep or not k.strip():
+                raise ValueError(raw)
+            items.append((k.strip(), v.strip()))
+    out = dict(getattr(Settings(), name))  # the pairs given replace those defaults
+    allowed = meta.get("keys")
+    for k, v in items:
+        if allowed and k not in allowed:
+            prefixed = [a for a in allowed if a.startswith(k)]
+            if len(prefixed) != 1:
+                near = difflib.get_close_matches(k, allowed, n=1)
+                hint = f" (did you mean {near[0]}?)" if near else ""
+                raise ConfigurationError(f"{key}={shlex.quote(raw)} is not allowed: {k!r} is not one of "
+                                         f"{', '.join(allowed)}{hint}")
+            k = prefixed[0]
+        out[k] = _parse_scalar(v, value_tp)
+    return out
+
+
+#: Unknown variables already warned about in this process (settings are read more than once).
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_unknown(env: Mapping[str, str]) -> None:
+    known = known_variables()
+    for key in env:
+        if not key.startswith("AGENTMEM_") or key in known or (key, env[key]) in _WARNED:
+            continue
+        _WARNED.add((key, env[key]))
+        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        warnings.warn(ConfigurationWarning(f"{key} is not an agentmem setting and is ignored{hint}"), stacklevel=3)
