@@ -135,7 +135,7 @@ class MemoryAgent:
     def __init__(self, mm: Any, toolbox: Any = None, model: Any = None, *, fallback_model: Any = None,
                  model_name: str | None = None, instructions: str = DEFAULT_INSTRUCTIONS, k_tools: int = 5,
                  k_memory: int = 3, max_iterations: int = 6, max_seconds: float = 120.0,
-                 model_timeout: float = 60.0, summary_model: Any = None, extract_with_model: bool = True,
+                 summary_model: Any = None, extract_with_model: bool = True,
                  register_memory_tools: bool = True) -> None:
         from .scripted import ScriptedChatModel
 
@@ -148,7 +148,7 @@ class MemoryAgent:
         self.scripted = isinstance(model, ScriptedChatModel)
         self.instructions = instructions
         self.k_tools, self.k_memory = k_tools, k_memory
-        self.max_iterations, self.max_seconds, self.model_timeout = max_iterations, max_seconds, model_timeout
+        self.max_iterations, self.max_seconds = max_iterations, max_seconds
         self.summary_model = summary_model
         self.extract_with_model = extract_with_model and not self.scripted
         if toolbox is None:
@@ -205,7 +205,7 @@ class MemoryAgent:
     def _call(self, runnable: Any, messages: "list[BaseMessage]") -> "AIMessage":
         from langchain_core.messages import AIMessage
 
-        answer = invoke(runnable, messages, timeout=self.model_timeout)
+        answer = invoke(runnable, messages)
         if not isinstance(answer, AIMessage):
             answer = AIMessage(message_text(answer))
         return answer
@@ -325,7 +325,7 @@ class MemoryAgent:
         return True
 
     def _record_entities(self, message: str, uid: str) -> list[Mention]:
-        found = (model_entities(self.model, message, timeout=self.model_timeout) if self.extract_with_model
+        found = (model_entities(self.model, message) if self.extract_with_model
                  else heuristic_entities(message))
         for mention in found[:20]:
             self.mm.write_entity(uid, mention.name, mention.type)

@@ -70,10 +70,10 @@ _PROMPT = ("List the named entities (people, organisations, projects, products, 
            "present in the message. Answer with the JSON array only.\n\nMessage:\n")
 
 
-def model_entities(model: Any, text: str, *, timeout: float = 30.0) -> list[Mention]:
+def model_entities(model: Any, text: str) -> list[Mention]:
     """Entities extracted by ``model``; the heuristic's answer when the model fails."""
     try:
-        answer = complete(model, _PROMPT + text[:4000], timeout=timeout)
+        answer = complete(model, _PROMPT + text[:4000])
         start, end = answer.find("["), answer.rfind("]")
         items = json.loads(answer[start:end + 1]) if start >= 0 and end > start else None
     except (LLMError, ValueError):

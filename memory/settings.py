@@ -158,9 +158,9 @@ class Settings:
     # overrides it per tool; see toolbox.running for what happens to a tool that hangs.
     tool_timeout: float = 30.0
 
-    # LLM (see memory.llm). llm_timeout bounds one model call in seconds, retries and
-    # fallback model included, wherever a model is called (summaries, tool
-    # augmentation, the agent loop, the CLI).
+    # LLM (see memory.llm). llm_timeout bounds each whole attempt of a model call in
+    # seconds (the client's own timeout, llm_max_retries more attempts), wherever a
+    # model is called (summaries, tool augmentation, the agent loop, the CLI).
     llm_model: str | None = None
     llm_base_url: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)

@@ -115,12 +115,11 @@ class Summarizer:
     """Structured summaries with an optional chat model, a retry, a fallback and map-reduce."""
 
     def __init__(self, model: Any | None = None, *, window_tokens: int = 8192, output_tokens: int = 1024,
-                 timeout: float = 60.0, fallback: bool = True, token_model: str | None = None,
+                 fallback: bool = True, token_model: str | None = None,
                  max_chars: int | None = None) -> None:
         self.model = model
         self.window_tokens = window_tokens
         self.output_tokens = output_tokens
-        self.timeout = timeout
         self.fallback = fallback
         self.token_model = token_model or getattr(model, "model_name", None)
         self.max_chars = max_chars
@@ -152,7 +151,7 @@ class Summarizer:
             raise LLMError("skipped: the model already failed during this summary")
         self.calls += 1
         try:
-            return complete(self.model, prompt, system=SYSTEM, timeout=self.timeout).strip()
+            return complete(self.model, prompt, system=SYSTEM).strip()
         except LLMError:
             self._failed = True
             raise

@@ -34,6 +34,7 @@ class ScriptedChat(BaseChatModel):
 
     answer: Any = GOOD_ANSWER
     delay: float = 0.0
+    timeout: float | None = None  # like a client's own timeout: a longer delay raises TimeoutError
     error: bool = False
     prompts: list[str] = Field(default_factory=list)
     on_call: Any = None  # called with the prompt before answering (e.g. to write a message meanwhile)
@@ -48,6 +49,9 @@ class ScriptedChat(BaseChatModel):
         self.prompts.append(prompt)
         if self.on_call is not None:
             self.on_call(prompt)
+        if self.timeout is not None and self.delay > self.timeout:
+            time.sleep(self.timeout)
+            raise TimeoutError(f"no answer within {self.timeout}s")
         if self.delay:
             time.sleep(self.delay)
         if self.error:

@@ -201,13 +201,13 @@ def test_many_consolidations_racing_with_writers_stay_consistent(mm, user, threa
 # -- faults: the thread is left as before or fully consolidated, never half --------------------
 @pytest.mark.parametrize("model, expected_method", [
     (ScriptedChat(error=True), "extractive"),
-    (ScriptedChat(delay=3.0), "extractive"),
+    (ScriptedChat(delay=3.0, timeout=0.5), "extractive"),
     (FakeListChatModel(responses=["", "   "]), "extractive"),
     (ScriptedChat(answer="Some prose with no headings at all about OPS-1000."), "llm"),
 ], ids=["raises", "times-out", "empty-twice", "unstructured"])
 def test_model_faults_fall_back_and_consolidate_fully(mm, user, thread, model, expected_method):
     written = seed_thread(mm, user, thread, turns=3)
-    summ = mm.summarizer(model, timeout=0.5)
+    summ = mm.summarizer(model)
     result = mm.summarize_conversation(thread, user, summarizer=summ)
     assert result.status == "summarized" and result.method == expected_method
     assert _headings(result.summary.content) == list(HEADINGS)

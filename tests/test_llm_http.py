@@ -29,7 +29,7 @@ def test_chat_model_from_env_talks_http(http_model):
     from langchain_openai import ChatOpenAI
 
     assert isinstance(http_model, ChatOpenAI)
-    text = complete(http_model, "Say hello.", timeout=300)
+    text = complete(http_model, "Say hello.")
     assert isinstance(text, str) and text.strip()
 
 
@@ -40,7 +40,7 @@ def test_agent_turn_over_http(mm, http_model, user, thread):
 
     tb = Toolbox(mm, namespace="http-test")
     tb.register_tool(get_weather)
-    agent = MemoryAgent(mm, tb, http_model, model_name="smollm2", max_iterations=2, model_timeout=300,
+    agent = MemoryAgent(mm, tb, http_model, model_name="smollm2", max_iterations=2,
                         max_seconds=900, extract_with_model=False)
     result = agent.run("What is the weather in Paris?", user, thread)
     assert result.answer.strip()

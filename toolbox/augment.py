@@ -92,11 +92,10 @@ def parse_answer(answer: str, *, fallback: str, n: int) -> Augmentation:
     return Augmentation(description or fallback, queries, True, "" if description else "no description given")
 
 
-def augment(llm: Any, *, name: str, signature: str, docstring: str, fallback: str, n: int = 5,
-            timeout: float = 60.0) -> Augmentation:
+def augment(llm: Any, *, name: str, signature: str, docstring: str, fallback: str, n: int = 5) -> Augmentation:
     """One model call; never raises for a model failure (falls back to ``fallback``)."""
     try:
-        answer = complete(llm, build_prompt(name, signature, docstring, n), system=SYSTEM, timeout=timeout)
+        answer = complete(llm, build_prompt(name, signature, docstring, n), system=SYSTEM)
     except LLMError as exc:
         return Augmentation(fallback, [], False, str(exc))
     return parse_answer(answer, fallback=fallback, n=n)

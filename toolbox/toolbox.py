@@ -95,7 +95,7 @@ class Toolbox:
     """
 
     def __init__(self, mm: MemoryManager, *, namespace: str = "default", llm: Any = None,
-                 output_limit: int = 4_000, n_queries: int = 5, llm_timeout: float = 60.0,
+                 output_limit: int = 4_000, n_queries: int = 5,
                  weights: tuple[float, float] = DEFAULT_WEIGHTS, rrf_k: int = DEFAULT_RRF_K,
                  keyword_min_coverage: float = DEFAULT_MIN_COVERAGE) -> None:
         self.mm = mm
@@ -103,7 +103,6 @@ class Toolbox:
         self.llm = llm
         self.output_limit = check_positive_int(output_limit, "output_limit")
         self.n_queries = check_positive_int(n_queries, "n_queries", maximum=50)
-        self.llm_timeout = llm_timeout
         self.weights = weights
         self.rrf_k = rrf_k
         self.keyword_min_coverage = keyword_min_coverage
@@ -214,7 +213,7 @@ class Toolbox:
             return Augmentation(spec.description, [], False, "no LLM configured")
         self.llm_calls += 1
         result = augment(self.llm, name=spec.name, signature=spec.signature_text, docstring=spec.docstring,
-                         fallback=spec.description, n=self.n_queries, timeout=self.llm_timeout)
+                         fallback=spec.description, n=self.n_queries)
         if not result.augmented:
             log.warning("toolbox %r: augmenting %r fell back to the docstring: %s", self.namespace, spec.name,
                         result.reason)
