@@ -34,6 +34,7 @@ marks and drop the summary, in one transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
@@ -47,6 +48,7 @@ from .formatting import CONVERSATION, format_conversation, format_message, split
 from .models import Message, Summary
 from .monitor import ContextStatus, ContextUsage, calculate_context_usage, monitor_context_window
 from .summarizer import Summarizer
+from .summary_fit import fit_content
 from .tokens import count_tokens
 from .validation import check_count, check_uuid
 
@@ -146,6 +148,7 @@ class ConsolidationMixin(StoreBase):
         name = getattr(model, "model_name", None) if model is not None else None
         kwargs.setdefault("window_tokens", self.settings.context_window(name))
         kwargs.setdefault("output_tokens", self.settings.reserved_output_tokens)
+        kwargs.setdefault("limit_chars", self.settings.max_content_chars)
         return Summarizer(model, **kwargs)
 
     # -- consolidate ---------------------------------------------------------------------
@@ -168,6 +171,9 @@ class ConsolidationMixin(StoreBase):
         units = [format_message(m) for m in chosen]
         summ = summarizer or self.summarizer(model)
         structured = summ.summarize(units, focus=focus)
+        limit = self.settings.max_content_chars
+        if len(structured.content) > limit:  # a summariser built with a larger limit: the store's wins
+            structured = dataclasses.replace(structured, content=fit_content(structured.content, limit))
         source_tokens = count_tokens("\n".join(units)).tokens
         summary_tokens = count_tokens(structured.content).tokens
         ids = [m.id for m in chosen]

@@ -22,13 +22,15 @@ fallback: nothing is silently cut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from .errors import LLMError
 from .extractive import extractive_summary, label_for
 from .llm import complete
 from .structure import HEADINGS, fit_label, parse_sections, render, sections_of
+from .summary_fit import fit_content
+from .summary_fit import fit_label as cap_label
 from .tokens import count_tokens
 
 SYSTEM = ("You write structured summaries of conversations for an AI agent's long-term memory. "
@@ -47,6 +49,10 @@ FULL_PROMPT = "Summarise {what} below.\n\n" + _RULES + "{focus}\n\n{kind}:\n{tex
 SIMPLE_PROMPT = ("Summarise this conversation. First line: 'Label: ' and 8 to 12 words. Then the headings "
                  + ", ".join(HEADINGS) + ", each with bullet points. Keep names, numbers, dates and ids exact.\n\n{text}")
 MERGE_WHAT = "these partial summaries of consecutive parts of one conversation into one summary"
+SHORTEN_PROMPT = ("This summary is {size:,} characters long; the limit is {limit:,}. Rewrite it shorter, "
+                  "at most {target:,} characters, with the same four sections. Keep the most specific details "
+                  "(ids, names, numbers, dates, errors, decisions) and say in a bullet what kinds of detail you "
+                  "left out. Invent nothing.\n\n" + _RULES + "\n\nSummary:\n{text}")
 
 
 @dataclass(frozen=True)
@@ -116,13 +122,14 @@ class Summarizer:
 
     def __init__(self, model: Any | None = None, *, window_tokens: int = 8192, output_tokens: int = 1024,
                  fallback: bool = True, token_model: str | None = None,
-                 max_chars: int | None = None) -> None:
+                 max_chars: int | None = None, limit_chars: int | None = 200_000) -> None:
         self.model = model
         self.window_tokens = window_tokens
         self.output_tokens = output_tokens
         self.fallback = fallback
         self.token_model = token_model or getattr(model, "model_name", None)
         self.max_chars = max_chars
+        self.limit_chars = limit_chars  # what the summary must fit (the store's max_content_chars)
         self.calls = 0  # model calls made by this summariser, over its lifetime
         self._failed = False
         overhead = count_tokens(SYSTEM + FULL_PROMPT.format(what=MERGE_WHAT, focus="", kind="Partial summaries",
@@ -138,12 +145,46 @@ class Summarizer:
         self._failed = False
         if self.model is None:
             label, content = extractive_summary(units, max_chars=self.max_chars)
-            return StructuredSummary(label, content, "extractive")
+            return self._fit(StructuredSummary(label, content, "extractive"))
         pieces = pack(units, self.piece_budget, self.token_model)
         if len(pieces) <= 1:
-            return self._summarize_piece(pieces[0] if pieces else [], focus, "the conversation transcript",
-                                         "Transcript")
-        return self._map_reduce(pieces, focus)
+            return self._fit(self._summarize_piece(pieces[0] if pieces else [], focus, "the conversation transcript",
+                                                   "Transcript"))
+        return self._fit(self._map_reduce(pieces, focus))
+
+    # -- always fit ------------------------------------------------------------------------
+    def _fit(self, s: StructuredSummary) -> StructuredSummary:
+        """The summary within ``limit_chars``: the model shortens it once if it can, then a cap.
+
+        The model is asked only when the long summary fits its window and it has not
+        failed during this summary; whatever it answers, :func:`~memory.summary_fit.fit_content`
+        makes sure of the limit, keeping the most specific lines and saying in the
+        summary what it left out (the source messages stay one expand_summary away).
+        """
+        s = replace(s, label=cap_label(s.label))
+        limit = self.limit_chars
+        if limit is None or len(s.content) <= limit:
+            return s
+        errors = list(s.errors)
+        calls = s.llm_calls
+        content = s.content
+        if self.model is not None and not self._failed and len(content) <= 8 * self.piece_budget and \
+                count_tokens(content, self.token_model).tokens <= self.piece_budget:
+            before = self.calls
+            try:
+                answer = self._call(SHORTEN_PROMPT.format(size=len(content), limit=limit, target=int(limit * 0.8),
+                                                          text=content))
+            except LLMError as exc:
+                errors.append(str(exc))
+                answer = ""
+            calls += self.calls - before
+            if answer:
+                _, sections, _ = parse_sections(answer)
+                content = render(sections)
+        fitted = fit_content(content, limit)
+        if len(s.content) > limit:
+            errors.append(f"the summary was {len(s.content):,} characters; reduced to fit the {limit:,} limit")
+        return replace(s, content=fitted, llm_calls=calls, errors=tuple(errors))
 
     # -- one call, retry, fallback ------------------------------------------------------
     def _call(self, prompt: str) -> str:
