@@ -40,6 +40,7 @@ def test_real_model_summary_is_the_servers_answer_with_the_structure(mm, user, t
     monkeypatch.setenv("AGENTMEM_LLM_BASE_URL", llama_url)
     monkeypatch.setenv("AGENTMEM_LLM_MODEL", "smollm2")
     monkeypatch.setenv("AGENTMEM_LLM_MAX_TOKENS", "160")
+    monkeypatch.setenv("AGENTMEM_LLM_TIMEOUT", "300")  # a 135M model on a busy CPU: the one timeout, raised
     model = chat_model_from_env()
     raw = RawAnswers()
     model.callbacks = [raw]
