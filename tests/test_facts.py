@@ -67,11 +67,17 @@ def test_rule_high_similarity_without_value_change_updates():
     assert d.action == "updated"
 
 
-def test_rule_refinement_updates_and_shared_frame_supersedes():
+def test_rule_refinement_updates_and_a_swapped_value_of_a_many_valued_attribute_keeps_both():
     assert decide("User prefers dark mode in every editor", "preference", [cand("User prefers dark mode", 0.8)],
                   related=0.55, duplicate=0.9).action == "updated"
+    # One can drink both: the same frame with another value is not a contradiction...
     assert decide("User drinks coffee in the morning", "preference",
-                  [cand("User drinks tea in the morning", 0.8)], related=0.55, duplicate=0.9).action == "superseded"
+                  [cand("User drinks tea in the morning", 0.83)], related=0.55, duplicate=0.7).action == "created"
+    # ...unless the attribute holds one value at a time, or the user says it changed.
+    assert decide("User prefers answers in Spanish", "preference", [cand("User prefers answers in French", 0.8)],
+                  related=0.55, duplicate=0.7).action == "superseded"
+    assert decide("User switched from tea to coffee in the morning", "preference",
+                  [cand("User drinks tea in the morning", 0.7)], related=0.55, duplicate=0.9).action == "superseded"
 
 
 def test_rule_signals():
@@ -152,7 +158,7 @@ def test_active_fact_cap(mm, user):
         small.remember(user, "preference", "User prefers trains over planes")
     assert info.value.code == "too_many_facts" and "forget" in info.value.hint
     # Updating or superseding at the cap is allowed: the count does not grow.
-    assert small.remember(user, "stable_fact", "User owns a cat named Luna").action == "superseded"
+    assert small.remember(user, "stable_fact", "User no longer owns a cat named Miso").action == "superseded"
     small.forget(facts[1].id, user)
     assert small.remember(user, "preference", "User prefers trains over planes").action == "created"
     assert len(small.read_facts(user)) == 3
