@@ -84,7 +84,7 @@ def _register(role: str, settings: Settings, namespace: str, start: Any, done: A
     try:
         mm = MemoryManager.open(settings, embedder=HashEmbedder())
         llm = AugmentingChat() if role == "B" else FailingChat(other_done=done)
-        tb = Toolbox(mm, namespace=namespace, llm=llm, llm_timeout=180)
+        tb = Toolbox(mm, namespace=namespace, llm=llm)
         tools = [_make_tool(i) for i in range(N_TOOLS)]
         names = [f"tool_{i}" for i in range(N_TOOLS)]
         start.wait(timeout=120)  # both processes start registering together
