@@ -50,7 +50,7 @@ from .monitor import ContextStatus, ContextUsage, calculate_context_usage, monit
 from .summarizer import Summarizer
 from .summary_fit import fit_content
 from .tokens import count_tokens
-from .validation import check_count, check_uuid
+from .validation import check_count, check_optional_text, check_uuid
 
 Status = Literal["summarized", "nothing_to_summarize", "conflict"]
 
@@ -158,6 +158,7 @@ class ConsolidationMixin(StoreBase):
         """Summarise the thread's unsummarized whole turns and mark them, atomically."""
         uid, tid = self._uid(user_id), self._tid(thread_id)
         check_count(keep_recent, "keep_recent")
+        focus = check_optional_text(focus, "focus", max_chars=2000)
         rows = self.read_thread(tid, uid, include_summarized=False)  # type: ignore[attr-defined]
         turns = group_turns(rows)
         chosen_turns = turns[:len(turns) - keep_recent] if keep_recent else list(turns)
@@ -235,6 +236,8 @@ class ConsolidationMixin(StoreBase):
         Without ``summary_id`` the thread is consolidated first. Every other section of
         ``context`` is kept byte for byte.
         """
+        if not isinstance(context, str):
+            raise InvalidInputError(f"context must be a string, got {type(context).__name__}")
         result: ConsolidationResult | None = None
         if summary_id is not None:
             summary: Summary | None = self.read_summary_by_id(summary_id, user_id)  # type: ignore[attr-defined]

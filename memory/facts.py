@@ -31,7 +31,7 @@ from .errors import FactCategoryError, FactRejectedError, FactTooLongError, NotF
 from .fact_rules import Candidate, Decision, decide
 from .formatting import format_facts
 from .models import FACT_CATEGORIES, Fact
-from .validation import check_text, check_uuid
+from .validation import check_bool, check_text, check_uuid
 
 _COLS = select_list(Fact)
 _ACTIVE = sql.SQL("SELECT {cols}, NULL::float8 AS score FROM fact_memory WHERE user_id = %s AND valid_to IS NULL"
@@ -150,6 +150,7 @@ class FactMixin(StoreBase):
     def forget(self, fact_id: str | uuid.UUID, user_id: str, *, purge: bool = False) -> Fact:
         """Retire an active fact (``valid_to`` = now, kept as history); ``purge=True`` deletes the row."""
         fid, uid = check_uuid(fact_id, "fact_id"), self._uid(user_id)
+        check_bool(purge, "purge")
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("agentmem.facts:" + uid,))
             if purge:
@@ -181,6 +182,7 @@ class FactMixin(StoreBase):
         ``include_history`` also returns retired and superseded versions.
         """
         uid = self._uid(user_id)
+        check_bool(include_history, "include_history")
         active = sql.SQL("") if include_history else sql.SQL(" AND valid_to IS NULL")
         if query is not None and not (isinstance(query, str) and not query.strip()):
             return self._similar("fact_memory", Fact, query, sql.SQL("user_id = %(uid)s") + active,  # type: ignore[arg-type]

@@ -76,6 +76,8 @@ def calculate_context_usage(context: str, model: str | None = None,
     """Count ``context`` against the model's usable budget."""
     if not isinstance(context, str):
         raise InvalidInputError(f"context must be a string, got {type(context).__name__}")
+    if model is not None and not isinstance(model, str):
+        raise InvalidInputError(f"model must be a model name (a string), got {type(model).__name__}")
     s = settings or Settings()
     count = count_tokens(context, model)
     n, method, encoding = count.tokens, count.method, count.encoding

@@ -38,7 +38,7 @@ from .db import Database
 from .errors import ConfigurationError
 from .isolation import BOOKKEEPING, agentmem_tables, base_tables, require_owner, user_tables
 from .settings import Settings
-from .validation import check_id
+from .validation import check_datetime, check_id
 
 #: Columns that date a row for age-based retention, in order of preference.
 AGE_COLUMNS = ("created_at", "last_seen", "valid_from")
@@ -159,7 +159,7 @@ def rows_of_user(conn: psycopg.Connection, schema: str, user_id: str) -> dict[st
 class RetentionMixin(StoreBase):
     def purge_expired(self, *, now: datetime | None = None) -> dict[str, int]:
         """Delete expired rows (``expires_at`` and ``Settings.retention_days``); counts per table."""
-        return purge_expired(self.db, self.settings, now=now)
+        return purge_expired(self.db, self.settings, now=check_datetime(now, "now"))
 
     def forget_user(self, user_id: str) -> dict[str, int]:
         """Delete every row of this user in every table, in one transaction; counts per table.

@@ -223,6 +223,8 @@ class SearchMixin(StoreBase):
         for name, value in (("since", since), ("until", until), ("now", now)):
             if value is not None and not isinstance(value, datetime):
                 raise InvalidInputError(f"{name} must be a datetime")
+        if weights is not None and not isinstance(weights, SearchWeights):
+            raise InvalidInputError(f"weights must be a SearchWeights, got {type(weights).__name__}")
         w = weights or DEFAULT_WEIGHTS
         if min_score is not None:
             min_score = check_number(min_score, "min_score")

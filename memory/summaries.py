@@ -18,8 +18,8 @@ from psycopg.types.json import Jsonb
 from ._store import StoreBase, select_list
 from .errors import NotFoundError
 from .models import Summary
-from .validation import (check_count, check_datetime, check_id, check_object, check_optional_count, check_text,
-                         check_uuid)
+from .validation import (check_count, check_datetime, check_object, check_optional_count, check_positive_int,
+                         check_text, check_uuid)
 
 _INSERT = sql.SQL(
     "INSERT INTO summary_memory (summary_id, user_id, thread_id, description, content, source_count,"
@@ -87,7 +87,7 @@ class SummaryMixin(StoreBase):
             " AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC LIMIT %s) s ORDER BY created_at"
         ).format(cols=select_list(Summary))
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
-            return cur.execute(stmt, (uid, tid, tid, self._k(limit))).fetchall()
+            return cur.execute(stmt, (uid, tid, tid, check_positive_int(limit, "limit", maximum=1000))).fetchall()
 
     def read_summary_memory(self, query: str, user_id: str, k: int = 3, *,
                             thread_id: str | None = None) -> list[Summary]:

@@ -120,6 +120,23 @@ def test_readers_survive_a_malformed_row_written_by_sql(mm, sql_conn, user, thre
     assert {m.id for m in mm.expand_summary(result.summary.summary_id, user).messages} == {m.id for m in rows}
 
 
+@pytest.mark.parametrize("steps,metadata", [("42", "[1, 2]"), ('"one step as text"', '"text"'), ("null", "7")])
+def test_workflows_knowledge_and_summaries_with_odd_json_still_read(mm, sql_conn, user, thread, steps, metadata):
+    wf = mm.write_workflow(user, "zebra export", "Export the zebra report", ["open", "export"], query="zebra")
+    item = mm.write_knowledge(user, "zebra reports export nightly")
+    summary = mm.write_summary(user, thread, "zebra summary", "zebra export discussed")
+    sql_conn.execute("UPDATE workflow_memory SET steps = %s::jsonb WHERE id = %s", (steps, wf.id))
+    sql_conn.execute("UPDATE knowledge_memory SET metadata = %s::jsonb WHERE id = %s", (metadata, item.id))
+    sql_conn.execute("UPDATE summary_memory SET metadata = %s::jsonb WHERE summary_id = %s",
+                     (metadata, summary.summary_id))
+    [found] = [w for w in mm.read_workflows("zebra export", user) if w.id == wf.id]
+    assert isinstance(found.steps, list)
+    assert all(isinstance(k.metadata, dict) for k in mm.read_knowledge("zebra", user))
+    assert all(isinstance(s.metadata, dict) for s in mm.read_summaries(user))
+    context = mm.build_context("zebra export", user, thread)
+    assert "zebra export" in context and "zebra reports export nightly" in context
+
+
 # -- 2. dates psycopg cannot represent --------------------------------------------------------
 IMPOSSIBLE_DATES = ["10000-01-01 00:00:00+00", "infinity", "-infinity", "0044-03-15 12:00:00+00 BC"]
 
@@ -200,6 +217,15 @@ def _bad_calls(mm: MemoryManager, user: str, thread: str) -> list[tuple[str, Any
         ("limit", lambda: mm.embed_pending_messages(user, limit=-1)),
         ("keep_recent", lambda: mm.summarize_conversation(thread, user, keep_recent=10**30)),
         ("min_score", lambda: mm.search_memory("q", user, min_score="high")),
+        ("weights", lambda: mm.search_memory("q", user, weights={"fusion": "rrf"})),
+        ("include_history", lambda: mm.recall(user, include_history="yes")),
+        ("purge", lambda: mm.forget("00000000-0000-0000-0000-000000000000", user, purge="yes")),
+        ("focus", lambda: mm.summarize_conversation(thread, user, focus=["dates"])),
+        ("context", lambda: mm.offload_to_summary(None, thread, user)),
+        ("model", lambda: mm.calculate_context_usage("hello", model=["gpt-4o"])),
+        ("now", lambda: mm.purge_expired(now="today")),
+        ("messages", lambda: mm.write_messages(user, thread, 42)),
+        ("embed", lambda: mm.write_messages(user, thread, [{"role": "user", "content": "x"}], embed="no")),
     ]
 
 
