@@ -84,6 +84,11 @@ def interrupts() -> str:
     raise KeyboardInterrupt
 
 
+def whoami_thread() -> str:
+    """Name the thread running this tool."""
+    return threading.current_thread().name
+
+
 def huge_output(chars: int) -> str:
     """Return that many characters."""
     return "x" * chars
@@ -222,6 +227,9 @@ def test_the_timeout_setting_applies_and_register_tool_overrides_it(settings, mm
     assert box.get("echo").timeout == 20
     fast = box.execute({"id": "c2", "name": "echo", "args": {"text": "hi"}}, user_id=user)
     assert fast.ok and fast.content == "hi"
+    box.register_tool(whoami_thread, timeout=0)  # 0: inline, in the caller's thread, even under a call timeout
+    here = box.execute({"id": "c3", "name": "whoami_thread", "args": {}}, user_id=user, timeout=5)
+    assert here.content == threading.current_thread().name
     with pytest.raises(InvalidInputError):
         box.register_tool(echo, timeout=-1)
     with pytest.raises(InvalidInputError):
@@ -251,6 +259,39 @@ def test_tools_see_the_callers_context_variables_in_the_worker_thread(mm, user):
     box.register_tool(whoami, timeout=5)
     var.set("alice")
     assert box.execute({"id": "c1", "name": "whoami", "args": {}}, user_id=user).content == "alice"
+
+
+def test_a_tool_that_keeps_hanging_cannot_pile_up_threads(mm, user):
+    from toolbox.running import MAX_ABANDONED, abandoned_calls
+
+    gate = threading.Event()
+
+    def stuck() -> str:
+        """Wait for the gate."""
+        gate.wait(60)
+        return "free"
+
+    box = Toolbox(mm, namespace=f"stuck-{uuid.uuid4().hex[:8]}")
+    box.register_tool(stuck, timeout=0.2)
+    try:
+        errors = [box.execute({"id": f"c{i}", "name": "stuck", "args": {}}, user_id=user).error
+                  for i in range(MAX_ABANDONED + 2)]
+        assert errors == ["tool_timeout"] * MAX_ABANDONED + ["tool_unavailable"] * 2
+        assert abandoned_calls(stuck) == MAX_ABANDONED
+    finally:
+        gate.set()
+    deadline = time.monotonic() + 30
+    while abandoned_calls(stuck) and time.monotonic() < deadline:  # the abandoned threads return now
+        time.sleep(0.05)
+    assert abandoned_calls(stuck) == 0
+    assert box.execute({"id": "again", "name": "stuck", "args": {}}, user_id=user).content == "free"
+
+
+def test_a_negative_timeout_setting_is_a_configuration_error(settings, mm):
+    from memory import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="AGENTMEM_TOOL_TIMEOUT"):
+        Toolbox(MemoryManager(mm.db, mm.embeddings, settings.with_(tool_timeout=-1.0)))
 
 
 def call(name: str, **args: Any) -> AIMessage:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from .calls import acall_function, call_function, safe_repr, safe_str
 
-__all__ = ["Outcome", "arun_tool", "run_tool", "safe_repr", "safe_str"]
+__all__ = ["MAX_ABANDONED", "Outcome", "abandoned_calls", "arun_tool", "run_tool", "safe_repr", "safe_str"]
 
 log = logging.getLogger("toolbox")
 
@@ -37,10 +37,38 @@ class Outcome:
     value: Any = None
     error: BaseException | None = None
     timed_out: bool = False
+    busy: bool = False  # not started: too many earlier calls still running past their timeout
+
+
+#: Calls of one tool that may still be running past their timeout before the next is refused.
+MAX_ABANDONED = 4
+
+_abandoned: dict[Any, int] = {}
+_abandoned_lock = threading.Lock()
+
+
+def abandoned_calls(func: Callable[..., Any]) -> int:
+    """How many calls of ``func`` timed out and are still running in the background."""
+    with _abandoned_lock:
+        return _abandoned.get(func, 0)
+
+
+def _count_abandoned(func: Callable[..., Any], delta: int) -> None:
+    with _abandoned_lock:
+        left = _abandoned.get(func, 0) + delta
+        if left > 0:
+            _abandoned[func] = left
+        else:
+            _abandoned.pop(func, None)
 
 
 def run_tool(func: Callable[..., Any], kwargs: dict[str, Any], timeout: float | None, *, name: str = "tool") -> Outcome:
-    """Call ``func(**kwargs)``; with ``timeout`` (seconds), give up waiting after that long."""
+    """Call ``func(**kwargs)``; with ``timeout`` (seconds), give up waiting after that long.
+
+    A tool with :data:`MAX_ABANDONED` calls still running past their timeout is not
+    started again (``Outcome.busy``) until one of them returns: a tool that always
+    hangs cannot pile up threads without bound.
+    """
     if timeout is None:
         try:
             return Outcome(value=call_function(func, kwargs))
@@ -48,8 +76,11 @@ def run_tool(func: Callable[..., Any], kwargs: dict[str, Any], timeout: float | 
             raise
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a tool must not end the loop
             return Outcome(error=exc)
+    if abandoned_calls(func) >= MAX_ABANDONED:
+        return Outcome(busy=True)
     done = threading.Event()
-    abandoned = threading.Event()
+    lock = threading.Lock()
+    state = {"abandoned": False}
     box: dict[str, Any] = {}
     context = contextvars.copy_context()
     started = time.monotonic()
@@ -60,16 +91,21 @@ def run_tool(func: Callable[..., Any], kwargs: dict[str, Any], timeout: float | 
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             box["error"] = exc
         finally:
-            done.set()
-            if abandoned.is_set():
+            with lock:
+                done.set()
+                late = state["abandoned"]
+            if late:
+                _count_abandoned(func, -1)
                 log.warning("tool %r finished %.1f s after it was started, past its %g s timeout; its result "
                             "was discarded", name, time.monotonic() - started, timeout)
 
     threading.Thread(target=work, name=f"toolbox-{name}"[:60], daemon=True).start()
     if not done.wait(timeout):
-        abandoned.set()
-        if not done.is_set():
-            return Outcome(timed_out=True)
+        with lock:
+            if not done.is_set():
+                state["abandoned"] = True
+                _count_abandoned(func, +1)
+                return Outcome(timed_out=True)
     error = box.get("error")
     if isinstance(error, KeyboardInterrupt):
         raise error

@@ -49,7 +49,7 @@ from .calls import ParsedCall, check_arguments, convert_arguments, parse_call, r
 from .errors import ToolNotRegisteredError
 from .models import Tool, ToolResult
 from .ranking import DEFAULT_MIN_COVERAGE, DEFAULT_RRF_K, DEFAULT_WEIGHTS, MODES, rank_tools
-from .running import Outcome, arun_tool, run_tool, safe_repr, safe_str
+from .running import MAX_ABANDONED, Outcome, arun_tool, run_tool, safe_repr, safe_str
 from .schema import FunctionSpec, describe_function
 from .text import content_hash, search_text
 
@@ -61,14 +61,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 MAX_TIMEOUT = 86_400.0
 
 
-def check_timeout(value: Any, field: str = "timeout") -> float | None:
-    """None, or seconds in (0, MAX_TIMEOUT]."""
+def check_timeout(value: Any, field: str = "timeout", *, allow_zero: bool = False) -> float | None:
+    """None, or seconds in (0, MAX_TIMEOUT] (0 too with ``allow_zero``: no limit)."""
     if value is None:
         return None
     seconds = check_number(value, field)
-    if not 0 < seconds <= MAX_TIMEOUT:
-        raise InvalidInputError(f"{field} must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, "
-                                f"got {value!r}")
+    if not (0 < seconds <= MAX_TIMEOUT or (allow_zero and seconds == 0)):
+        low = "0 (no limit) or above" if allow_zero else "above 0"
+        raise InvalidInputError(f"{field} must be a number of seconds, {low} and at most {MAX_TIMEOUT:g}; "
+                                f"got {repr(value)[:40]}")
     return seconds
 
 
@@ -133,7 +134,9 @@ class Toolbox:
 
         Returns the function unchanged. ``name`` overrides ``func.__name__`` (needed for
         lambdas, callable objects, or two tools from one function). ``timeout``: seconds
-        this tool may run (default: ``settings.tool_timeout``, ``AGENTMEM_TOOL_TIMEOUT``).
+        this tool may run (default: ``settings.tool_timeout``, ``AGENTMEM_TOOL_TIMEOUT``);
+        0 runs it in the caller's thread with no limit at all (for tools bound to their
+        thread), which no per-call ``timeout`` can shorten.
         """
         if func is None:
             def decorator(f: F) -> F:
@@ -152,7 +155,7 @@ class Toolbox:
         fell back to the docstring is retried when a model is configured.
         """
         funcs = list(funcs)
-        timeout = check_timeout(timeout)
+        timeout = check_timeout(timeout, allow_zero=True)
         names = list(names) if names is not None else [None] * len(funcs)
         if len(names) != len(funcs):
             raise InvalidInputError("names must have one entry per function")
@@ -339,6 +342,8 @@ class Toolbox:
         return self._finish(result, call, uid, tid, start)
 
     def _limit(self, tool: Tool, limit: float | None) -> float | None:
+        if tool.timeout == 0:  # registered to run inline, unbounded
+            return None
         own = tool.timeout if tool.timeout is not None else self.tool_timeout
         if own is None:
             return limit
@@ -347,6 +352,12 @@ class Toolbox:
     def _result(self, call: ParsedCall, outcome: Outcome, seconds: float | None) -> ToolResult:
         if outcome.timed_out:
             return self._timed_out(call, seconds or 0.0)
+        if outcome.busy:
+            message = (f"{call.name} was not run: {MAX_ABANDONED} earlier calls of it are still running past their "
+                       "timeout")
+            fix = "The tool is stuck right now. Do not call it again in this turn; tell the user it is unavailable."
+            return ToolResult("error", ToolResult.error_content("tool_unavailable", message, fix), call.name,
+                              call.id, error="tool_unavailable", hint=fix)
         if outcome.error is not None:  # the tool's own failure goes back to the model
             return self._tool_error(call, outcome.error)
         return self._ok(call, outcome.value)
