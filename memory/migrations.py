@@ -6,6 +6,11 @@ processes starting at once are serialised: the second finds the work done. The
 embedding dimension is fixed by the first migration (row ``embedding_dim`` in
 ``agentmem_meta``) and checked on every start.
 
+The files live in the repository's top-level ``sql/`` and ship in the wheel as the
+data-only package ``memory.sql``, read with ``importlib.resources``: a source checkout
+(editable install, or ``PYTHONPATH``) reads its own ``sql/``, an installed wheel its
+package data.
+
 Migration files are psycopg ``sql.SQL`` templates; the only placeholder is ``{dim}``,
 filled with ``sql.Literal``. The runner sets ``search_path`` so the files use
 unqualified names.
@@ -14,9 +19,11 @@ unqualified names.
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import os
 import re
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import psycopg
@@ -27,16 +34,35 @@ from .errors import DimensionMismatchError, EmbeddingModelMismatchError, Migrati
 _FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 
 
-def sql_dir() -> Path:
+def sql_dir() -> Traversable:
+    """Where the migration files are.
+
+    ``AGENTMEM_SQL_DIR`` if set; else the ``sql/`` of the source checkout this package
+    was imported from (an editable install or ``PYTHONPATH``: each checkout reads its own
+    files); else the package data of an installed wheel (``memory.sql``).
+    """
     override = os.environ.get("AGENTMEM_SQL_DIR")
-    return Path(override) if override else Path(__file__).resolve().parent.parent / "sql"
+    if override:
+        return Path(override)
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "sql").is_dir():
+        return root / "sql"
+    try:
+        return importlib.resources.files("memory.sql")
+    except ModuleNotFoundError:
+        raise MigrationError("this agentmem installation has no migration files (package memory.sql is "
+                             "missing): reinstall agentmem from a complete wheel") from None
 
 
 @dataclass(frozen=True)
 class Migration:
     version: int
     name: str
-    path: Path
+    path: Traversable
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
 
     @property
     def text(self) -> str:
@@ -47,12 +73,16 @@ class Migration:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
-def discover(directory: Path | None = None) -> list[Migration]:
+def discover(directory: Traversable | None = None) -> list[Migration]:
     directory = directory or sql_dir()
     found = []
-    for path in sorted(directory.glob("*.sql")):
+    try:
+        entries = sorted(directory.iterdir(), key=lambda p: p.name)
+    except OSError:
+        entries = []
+    for path in entries:
         m = _FILE.match(path.name)
-        if m:
+        if m and path.is_file():
             found.append(Migration(int(m.group(1)), m.group(2), path))
     versions = [m.version for m in found]
     if len(set(versions)) != len(versions):
@@ -141,7 +171,7 @@ def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str, back
                         )
                 except psycopg.Error as exc:
                     raise MigrationError(
-                        f"migration {mig.path.name} failed and was rolled back: {exc}".strip()
+                        f"migration {mig.filename} failed and was rolled back: {exc}".strip()
                     ) from exc
                 applied_now.append(f"{mig.version:03d}_{mig.name}")
         finally:
