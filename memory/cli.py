@@ -152,14 +152,43 @@ def main() -> None:
 
 
 @main.command()
+@click.option("--status", "show_status", is_flag=True,
+              help="List applied and pending migrations without applying anything.")
+@json_option
 @handle_errors
-def init() -> None:
+def init(show_status: bool, as_json: bool) -> None:
     """Create or upgrade the schema (starting the embedded server if no URL is set)."""
+    if show_status:
+        _migration_status(as_json)
+        return
     with open_manager() as mm:
         applied = mm.db.applied
         where = "embedded server" if mm.db.embedded else "configured server"
         click.echo(f"schema {mm.db.schema!r} on the {where} is up to date"
                    + (f"; applied {', '.join(applied)}" if applied else ""))
+
+
+def _migration_status(as_json: bool) -> None:
+    from .db import resolve_conninfo
+    from .migrations import status as migration_status
+    from .settings import Settings
+
+    settings = Settings.from_env()
+    conninfo, _ = resolve_conninfo(settings)
+    states = migration_status(conninfo, schema=settings.schema, connect_timeout=settings.connect_timeout)
+    if as_json:
+        emit_json([{"version": s.version, "name": s.name, "state": s.state,
+                    "applied_at": s.applied_at.isoformat() if s.applied_at else None} for s in states])
+        return
+    rows = [(f"{s.version:03d}", s.name, styled(s.state, _MIGRATION_STYLE.get(s.state, "")), when(s.applied_at))
+            for s in states]
+    table(f"migrations of schema {settings.schema!r}", ["version", "name", "state", "applied at"], rows)
+    counts = {state: sum(1 for s in states if s.state == state) for state in ("applied", "pending", "changed", "missing")}
+    click.echo(", ".join(f"{n} {state}" for state, n in counts.items() if n)
+               + ("; run `agentmem init` to apply the pending ones" if counts["pending"] else ""))
+
+
+_MIGRATION_STYLE = {"applied": "green", "pending": "yellow", "changed": "red", "missing": "magenta"}
 
 
 @main.command()

@@ -1,10 +1,20 @@
 """Forward-only schema migrations from ``sql/NNN_name.sql``.
 
-Each file is applied in its own transaction and recorded in ``schema_migrations``.
-All of it runs under a session advisory lock keyed on the schema name, so two
-processes starting at once are serialised: the second finds the work done. The
-embedding dimension is fixed by the first migration (row ``embedding_dim`` in
-``agentmem_meta``) and checked on every start.
+Each file is applied in its own transaction and recorded in ``schema_migrations`` with
+the SHA-256 of its text. All of it runs under a session advisory lock keyed on the
+schema name, so two processes starting at once are serialised: the second finds the
+work done; ``CREATE EXTENSION vector`` takes a second lock, the same for every schema
+of the database, so starters of different schemas never race on it. The embedding
+dimension is fixed by the first migration (row ``embedding_dim`` in ``agentmem_meta``)
+and checked on every start.
+
+Every start also checks what was applied: a recorded checksum that no longer matches
+its file is a :class:`MigrationError` (applied files are never edited; changes go in a
+new number), and a schema whose vector columns are gone (``DROP EXTENSION vector
+CASCADE`` drops them with every embedding) is refused instead of reported up to date.
+Migrations are applied only by a role that owns the schema; any other role with
+migrations pending gets a :class:`MigrationError` saying to run ``agentmem init`` as the
+owner. :func:`status` lists applied and pending migrations without changing anything.
 
 The files live in the repository's top-level ``sql/`` and ship in the wheel as the
 data-only package ``memory.sql``, read with ``importlib.resources``: a source checkout
@@ -20,18 +30,31 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
+import json
 import os
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
 
-from .errors import DimensionMismatchError, EmbeddingModelMismatchError, MigrationError, VectorExtensionMissingError
+from . import _conninfo
+from .errors import (DimensionMismatchError, EmbeddingModelMismatchError, MigrationError,
+                     VectorExtensionMissingError)
 
 _FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+
+#: Seconds to wait for the server when the caller passes no setting (Settings.connect_timeout).
+DEFAULT_CONNECT_TIMEOUT = 10
+
+#: The vector columns migration 001 creates: what a schema migrated before agentmem
+#: recorded its vector columns (``agentmem_meta`` key ``vector_columns``) must still have.
+BASE_VECTOR_COLUMNS = tuple(f"{t}.embedding" for t in (
+    "conversational_memory", "summary_memory", "workflow_memory", "fact_memory", "knowledge_memory",
+    "entity_memory", "toolbox_memory"))
 
 
 def sql_dir() -> Traversable:
@@ -70,7 +93,23 @@ class Migration:
 
     @property
     def checksum(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        # Line endings normalised, so a checkout that converts them is not a changed file.
+        return hashlib.sha256(self.text.replace("\r\n", "\n").encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class MigrationState:
+    """One migration as :func:`status` sees it.
+
+    ``state`` is ``applied``, ``pending`` (a file not yet applied), ``changed`` (applied,
+    but the file no longer matches the recorded checksum) or ``missing`` (recorded in the
+    schema, no such file here: a newer agentmem migrated it).
+    """
+
+    version: int
+    name: str
+    state: str
+    applied_at: datetime | None = None
 
 
 def discover(directory: Traversable | None = None) -> list[Migration]:
@@ -96,14 +135,29 @@ def _lock_key(schema: str) -> int:
     return int.from_bytes(hashlib.sha256(f"agentmem:{schema}".encode()).digest()[:8], "big", signed=True)
 
 
-def ensure_vector_extension(conn: psycopg.Connection) -> str:
-    """Make sure ``vector`` is installed; return the schema it lives in."""
+#: Advisory locks are per database: one key for every schema's CREATE EXTENSION.
+_EXTENSION_LOCK = int.from_bytes(hashlib.sha256(b"agentmem:create-extension:vector").digest()[:8], "big",
+                                 signed=True)
+
+
+def _vector_schema(conn: psycopg.Connection) -> str | None:
     row = conn.execute(
         "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
         "WHERE e.extname = 'vector'"
     ).fetchone()
-    if row:
-        return str(row[0])
+    return str(row[0]) if row else None
+
+
+def ensure_vector_extension(conn: psycopg.Connection) -> str:
+    """Make sure ``vector`` is installed; return the schema it lives in.
+
+    ``conn`` is in autocommit. The extension is created under a database-wide advisory
+    lock, so processes migrating different schemas of a fresh database at once never
+    race on ``pg_extension`` (a ``UniqueViolation`` otherwise).
+    """
+    found = _vector_schema(conn)
+    if found:
+        return found
     available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
     dbname = conn.info.dbname
     if not available:
@@ -112,55 +166,153 @@ def ensure_vector_extension(conn: psycopg.Connection) -> str:
             "Install pgvector >= 0.7 on the server (e.g. the postgresql-NN-pgvector package), then "
             "run: CREATE EXTENSION vector;  Or unset AGENTMEM_DATABASE_URL to use the embedded server."
         )
+    conn.execute("SELECT pg_advisory_lock(%s)", (_EXTENSION_LOCK,))
     try:
-        with conn.transaction():
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        if _vector_schema(conn) is None:
+            with conn.transaction():
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except psycopg.errors.InsufficientPrivilege:
         raise VectorExtensionMissingError(
             f"the pgvector extension is available but not installed in database {dbname!r}, and "
             f"role {conn.info.user!r} may not install it. Ask a superuser or the database owner to run: "
             "CREATE EXTENSION vector;"
         ) from None
-    return ensure_vector_extension(conn)
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject):
+        pass  # created at this moment by a process that does not take our lock: it is there now
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_EXTENSION_LOCK,))
+    found = _vector_schema(conn)
+    if found is None:  # pragma: no cover - dropped again at once
+        raise VectorExtensionMissingError(f"the vector extension disappeared from database {dbname!r} while starting")
+    return found
 
 
-def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str, backend: str = "") -> list[str]:
-    """Apply pending migrations; return the names applied (empty when up to date)."""
-    applied_now: list[str] = []
+def _recorded(conn: psycopg.Connection, schema: str) -> dict[int, tuple[str, str, datetime]] | None:
+    """``{version: (name, checksum, applied_at)}`` from the schema, or None if it was never migrated."""
+    table = conn.execute("SELECT to_regclass(format('%%I.schema_migrations', %s::text))", (schema,)).fetchone()
+    if table is None or table[0] is None:
+        return None
     try:
-        conn = psycopg.connect(conninfo, autocommit=True)
-    except psycopg.OperationalError as exc:
-        from .errors import DatabaseUnavailableError
+        rows = conn.execute(sql.SQL("SELECT version, name, checksum, applied_at FROM {}.schema_migrations").format(
+            sql.Identifier(schema))).fetchall()
+    except psycopg.errors.InsufficientPrivilege:
+        raise MigrationError(
+            f"role {conn.info.user!r} may not read {schema}.schema_migrations: connect as the schema owner, "
+            "or as a role made by `agentmem create-app-role` (it may read the bookkeeping tables)"
+        ) from None
+    return {int(v): (str(n), str(c), at) for v, n, c, at in rows}
 
-        raise DatabaseUnavailableError(f"cannot connect to PostgreSQL: {exc}".strip()) from exc
+
+def _verify_checksums(recorded: dict[int, tuple[str, str, datetime]], files: list[Migration], schema: str) -> None:
+    for mig in files:
+        if mig.version in recorded and recorded[mig.version][1] != mig.checksum:
+            raise MigrationError(
+                f"migration {mig.filename} was changed after it was applied to schema {schema!r} (checksum "
+                f"recorded {recorded[mig.version][1][:12]}, file now {mig.checksum[:12]}). Applied migrations are "
+                f"never edited: restore the file as released (e.g. git checkout -- sql/{mig.filename}) and put "
+                "the change in a new numbered migration. `agentmem init --status` lists them."
+            )
+
+
+_VECTOR_COLUMNS = """
+SELECT c.relname || '.' || a.attname
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_type t ON t.oid = a.atttypid
+JOIN pg_extension e ON e.extname = 'vector' AND e.extnamespace = t.typnamespace
+WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND t.typname = 'vector'
+"""
+
+
+def _vector_columns(conn: psycopg.Connection, schema: str) -> set[str]:
+    return {str(r[0]) for r in conn.execute(_VECTOR_COLUMNS, (schema,))}
+
+
+def _check_vector_columns(conn: psycopg.Connection, schema: str) -> None:
+    """A migrated schema still has every vector column it was given (before ``vector`` is (re)created)."""
+    row = conn.execute(sql.SQL("SELECT value FROM {}.agentmem_meta WHERE key = 'vector_columns'").format(
+        sql.Identifier(schema))).fetchone()
+    expected = set(json.loads(row[0])) if row else set(BASE_VECTOR_COLUMNS)
+    lost = sorted(expected - _vector_columns(conn, schema))
+    if not lost:
+        return
+    how = ("the vector extension is not installed any more" if _vector_schema(conn) is None
+           else "they were dropped")
+    raise MigrationError(
+        f"schema {schema!r} has lost {len(lost)} of its {len(expected)} vector columns ({', '.join(lost)}): {how}, "
+        "as `DROP EXTENSION vector CASCADE` does, and their embeddings went with them. Nothing was changed. "
+        "Restore the database from a backup taken before the drop, or start a new schema "
+        "(AGENTMEM_SCHEMA=another name) and write the memory again; the text rows are still in this one."
+    )
+
+
+def _record_vector_columns(conn: psycopg.Connection, schema: str) -> None:
+    columns = sorted(_vector_columns(conn, schema))
+    conn.execute("INSERT INTO agentmem_meta (key, value) VALUES ('vector_columns', %s)"
+                 " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (json.dumps(columns),))
+
+
+def _check_owner(conn: psycopg.Connection, schema: str, pending: list[Migration]) -> None:
+    """Only a role with the schema owner's rights applies migrations; others get what to do."""
+    row = conn.execute("SELECT pg_get_userbyid(nspowner), pg_has_role(current_user, nspowner, 'USAGE')"
+                       " FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    if row and not row[1]:
+        names = ", ".join(m.filename for m in pending)
+        raise MigrationError(
+            f"{len(pending)} migration(s) pending on schema {schema!r} ({names}), and role {conn.info.user!r} "
+            f"does not own the schema (owner: {row[0]!r}), so it may not apply them. Run `agentmem init` once "
+            "as the schema owner (AGENTMEM_DATABASE_URL with the owner's role), then start again as this role."
+        )
+
+
+def _not_owner(conn: psycopg.Connection, schema: str, exc: psycopg.Error) -> MigrationError:
+    return MigrationError(
+        f"role {conn.info.user!r} may not change schema {schema!r} ({str(exc).strip()}): run `agentmem init` "
+        "as the schema owner, or as a role allowed to create the schema in this database"
+    )
+
+
+def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str, backend: str = "",
+            connect_timeout: int = DEFAULT_CONNECT_TIMEOUT) -> list[str]:
+    """Apply pending migrations; return the names applied (empty when up to date)."""
+    files = discover()
+    applied_now: list[str] = []
+    conn = _conninfo.connect(conninfo, connect_timeout, autocommit=True)
     with conn:
         key = _lock_key(schema)
         conn.execute("SELECT pg_advisory_lock(%s)", (key,))
         try:
+            recorded = _recorded(conn, schema)
+            if recorded:
+                _verify_checksums(recorded, files, schema)
+                _check_vector_columns(conn, schema)
             ext_schema = ensure_vector_extension(conn)
             schema_id = sql.Identifier(schema)
-            if _up_to_date(conn, schema):
+            path = sql.SQL("SET search_path TO {}, {}").format(schema_id, sql.Identifier(ext_schema))
+            pending = [m for m in files if m.version not in (recorded or {})]
+            if not pending:
                 # Nothing to apply, so run no DDL: a non-owner role (row-level security,
                 # see memory.isolation) may start agentmem on a migrated schema.
-                conn.execute(sql.SQL("SET search_path TO {}, {}").format(schema_id, sql.Identifier(ext_schema)))
+                conn.execute(path)
                 _check_dimension(conn, dimension, model_name, backend)
                 return applied_now
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema_id))
-            path = sql.SQL("SET search_path TO {}, {}").format(schema_id, sql.Identifier(ext_schema))
-            conn.execute(path)
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS agentmem_meta (key text PRIMARY KEY, value text NOT NULL)"
-            )
+            _check_owner(conn, schema, pending)
+            try:
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema_id))
+                conn.execute(path)
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+                    " applied_at timestamptz NOT NULL DEFAULT now())"
+                )
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS agentmem_meta (key text PRIMARY KEY, value text NOT NULL)"
+                )
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise _not_owner(conn, schema, exc) from exc
             dim = _check_dimension(conn, dimension, model_name, backend)
-            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
-            for mig in discover():
-                if mig.version in done:
-                    continue
+            for mig in pending:
                 try:
                     with conn.transaction():
                         conn.execute(path)
@@ -169,24 +321,38 @@ def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str, back
                             "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
                             (mig.version, mig.name, mig.checksum),
                         )
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise _not_owner(conn, schema, exc) from exc
                 except psycopg.Error as exc:
                     raise MigrationError(
                         f"migration {mig.filename} failed and was rolled back: {exc}".strip()
                     ) from exc
                 applied_now.append(f"{mig.version:03d}_{mig.name}")
+            _record_vector_columns(conn, schema)
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            if not conn.broken:  # a lost connection released the lock with the session
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
     return applied_now
 
 
-def _up_to_date(conn: psycopg.Connection, schema: str) -> bool:
-    """Whether every migration file is recorded in the schema (read-only check)."""
-    table = conn.execute("SELECT to_regclass(format('%%I.schema_migrations', %s::text))", (schema,)).fetchone()
-    if table is None or table[0] is None:
-        return False
-    done = {r[0] for r in conn.execute(sql.SQL("SELECT version FROM {}.schema_migrations").format(
-        sql.Identifier(schema)))}
-    return all(m.version in done for m in discover())
+def status(conninfo: str, *, schema: str, connect_timeout: int = DEFAULT_CONNECT_TIMEOUT) -> list[MigrationState]:
+    """Every migration, applied or pending, in order, read without applying or locking anything."""
+    files = discover()
+    with _conninfo.connect(conninfo, connect_timeout, autocommit=True) as conn:
+        recorded = _recorded(conn, schema) or {}
+    states = []
+    for mig in files:
+        if mig.version not in recorded:
+            states.append(MigrationState(mig.version, mig.name, "pending"))
+        else:
+            _, checksum, at = recorded[mig.version]
+            states.append(MigrationState(mig.version, mig.name, "applied" if checksum == mig.checksum else "changed",
+                                         at))
+    known = {m.version for m in files}
+    for version, (name, _, at) in recorded.items():
+        if version not in known:
+            states.append(MigrationState(version, name, "missing", at))
+    return sorted(states, key=lambda s: s.version)
 
 
 def _check_dimension(conn: psycopg.Connection, dimension: int, model_name: str, backend: str = "") -> int:

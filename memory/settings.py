@@ -172,6 +172,10 @@ class Settings:
     llm_fallback_base_url: str | None = None
     llm_fallback_api_key: str | None = field(default=None, repr=False)
 
+    # Connections: seconds to wait for the server to answer a new connection
+    # (AGENTMEM_CONNECT_TIMEOUT), unless the URL sets connect_timeout itself.
+    connect_timeout: int = field(default=10, metadata=bounds(1))
+
     def __post_init__(self) -> None:
         self.validate()
 
