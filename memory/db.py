@@ -6,11 +6,21 @@ dimension, and returns a :class:`Database` holding a ``psycopg_pool.ConnectionPo
 Every pooled connection has pgvector's types registered and ``search_path`` set to
 the agentmem schema in the pool's ``configure`` callback, so a transaction is simply
 ``with db.pool.connection() as conn:``.
+
+Losing the server mid-session: a statement that fails because the connection is gone
+(psycopg ``OperationalError`` of a broken connection, SQLSTATE class 08 or 57P01-57P03)
+raises :class:`DatabaseUnavailableError` from ``db.connection()``, with the driver error
+as its cause. The broken connection is discarded, and every connection the pool held
+at that moment is pinged once when next handed out (psycopg_pool's ``check``) and
+replaced if dead: once the server is back, the next call works, with no round trip
+added while nothing goes wrong.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -20,7 +30,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from . import embedded, migrations
+from . import _conninfo, embedded, migrations
 from .dates import register_clamping_loaders
 from .errors import AccessDeniedError, DatabaseUnavailableError
 from .settings import Settings
@@ -38,6 +48,7 @@ class Database:
     pool: ConnectionPool
     embedded: bool = False
     applied: list[str] = field(default_factory=list)
+    health: "_PoolHealth | None" = None
 
     def connection(self, user_id: str | None = None) -> Any:
         """``with db.connection() as conn:`` is one transaction.
@@ -47,12 +58,7 @@ class Database:
         the key of the row-level-security policies that apply when agentmem connects
         through a non-owner role (see ``memory.isolation``). The owner bypasses them.
         """
-        if user_id is not None:
-            return _user_transaction(self.pool, user_id)
-        try:
-            return self.pool.connection()
-        except PoolTimeout as exc:  # pragma: no cover - depends on load
-            raise DatabaseUnavailableError(f"no database connection available: {exc}") from exc
+        return _transaction(self.pool, user_id, self.health)
 
     def close(self) -> None:
         self.pool.close()
@@ -64,39 +70,97 @@ class Database:
         self.close()
 
 
+class _PoolHealth:
+    """When a connection was last found lost, and when each pooled connection was last known good.
+
+    The pool's ``check`` callback pings only connections older than the last loss, so
+    healthy operation costs nothing and a restart is absorbed on the next checkout.
+    """
+
+    def __init__(self) -> None:
+        self.lost_at = 0.0
+        self.good_at: "weakref.WeakKeyDictionary[psycopg.Connection, float]" = weakref.WeakKeyDictionary()
+
+    def configured(self, conn: psycopg.Connection) -> None:
+        self.good_at[conn] = time.monotonic()
+
+    def check(self, conn: psycopg.Connection) -> None:
+        if self.good_at.get(conn, 0.0) <= self.lost_at:
+            ConnectionPool.check_connection(conn)  # raises if dead: the pool discards it and tries another
+            self.good_at[conn] = time.monotonic()
+
+
+#: SQLSTATEs that mean the connection or the server went away (class 08, shutdowns).
+_LOST_STATES = ("57P01", "57P02", "57P03")
+
+
+def connection_lost(exc: BaseException, conn: psycopg.Connection | None = None) -> bool:
+    """Whether ``exc`` says the server or the connection is gone (not a bad statement)."""
+    if isinstance(exc, psycopg.InterfaceError):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    if state is None or state.startswith("08") or state in _LOST_STATES:
+        return True
+    return bool(conn is not None and conn.broken)
+
+
 @contextmanager
-def _user_transaction(pool: ConnectionPool, user_id: str) -> Iterator[psycopg.Connection]:
+def _transaction(pool: ConnectionPool, user_id: str | None,
+                 health: "_PoolHealth | None") -> Iterator[psycopg.Connection]:
+    used: psycopg.Connection | None = None
     try:
         with pool.connection() as conn:
-            # SET LOCAL, not set_config(): Citus forwards SET LOCAL commands to the workers
-            # (citus.propagate_set_commands = local), where the row-level policies run.
-            conn.execute(sql.SQL("SET LOCAL agentmem.user_id = {}").format(sql.Literal(user_id)))
+            used = conn
+            if user_id is not None:
+                # SET LOCAL, not set_config(): Citus forwards SET LOCAL commands to the workers
+                # (citus.propagate_set_commands = local), where the row-level policies run.
+                conn.execute(sql.SQL("SET LOCAL agentmem.user_id = {}").format(sql.Literal(user_id)))
             yield conn
-    except PoolTimeout as exc:  # pragma: no cover - depends on load
-        raise DatabaseUnavailableError(f"no database connection available: {exc}") from exc
+    except PoolTimeout as exc:
+        raise DatabaseUnavailableError(
+            f"no database connection available: {exc}. Check that the server is running and reachable; "
+            "agentmem reconnects by itself once it is."
+        ) from exc
     except psycopg.errors.InsufficientPrivilege as exc:
+        if user_id is None:
+            raise
         raise AccessDeniedError(f"the database refused this for user {user_id[:60]!r}: {exc}".strip()) from exc
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        if not connection_lost(exc, used):
+            raise
+        if health is not None:
+            health.lost_at = time.monotonic()
+        raise DatabaseUnavailableError(
+            f"lost the connection to PostgreSQL: {str(exc).strip() or type(exc).__name__}. The call's transaction "
+            "did not complete; retry it once the server is back (agentmem reconnects by itself)."
+        ) from exc
 
 
 def resolve_conninfo(settings: Settings) -> tuple[str, bool]:
     """The connection string to use and whether it is the embedded server."""
     if settings.database_url:
+        _conninfo.check_conninfo(settings.database_url)
         return settings.database_url, False
     return embedded.start_server(settings.data_dir / "pg"), True
 
 
-def _configure(schema: str):
+def _configure(schema: str, health: _PoolHealth):
     def configure(conn: psycopg.Connection) -> None:
-        register_vector(conn)
-        register_clamping_loaders(conn)
         ext = conn.execute(
             "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
             "WHERE e.extname = 'vector'"
         ).fetchone()
+        # search_path first: register_vector looks the types up by name, and the extension
+        # may live in a schema of its own (CREATE EXTENSION vector SCHEMA ext, as on Supabase).
         conn.execute(
             sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(schema), sql.Identifier(ext[0] if ext else "public"))
         )
+        register_vector(conn)
+        register_clamping_loaders(conn)
         conn.commit()
+        health.configured(conn)
 
     return configure
 
@@ -108,15 +172,20 @@ def connect(settings: Settings | None = None, *, dimension: int, model_name: str
     is_embedded = False
     if conninfo is None:
         conninfo, is_embedded = resolve_conninfo(settings)
+    else:
+        _conninfo.check_conninfo(conninfo)
     applied = migrations.migrate(conninfo, schema=settings.schema, dimension=dimension, model_name=model_name,
-                                 backend=backend)
+                                 backend=backend, connect_timeout=settings.connect_timeout)
     if applied:
         log.info("applied migrations: %s", ", ".join(applied))
+    health = _PoolHealth()
     pool = ConnectionPool(
         conninfo,
+        kwargs=_conninfo.timeout_kwargs(conninfo, settings.connect_timeout),
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
-        configure=_configure(settings.schema),
+        configure=_configure(settings.schema, health),
+        check=health.check,
         open=False,
         name="agentmem",
     )
@@ -124,15 +193,6 @@ def connect(settings: Settings | None = None, *, dimension: int, model_name: str
         pool.open(wait=True, timeout=30)
     except PoolTimeout as exc:
         pool.close()
-        raise DatabaseUnavailableError(f"could not open connections to {_redact(conninfo)}: {exc}") from exc
+        raise DatabaseUnavailableError(f"could not open connections to {_conninfo.redact(conninfo)}: {exc}") from exc
     return Database(conninfo=conninfo, schema=settings.schema, dimension=dimension, pool=pool,
-                    embedded=is_embedded, applied=applied)
-
-
-def _redact(conninfo: str) -> str:
-    try:
-        params = psycopg.conninfo.conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError:
-        return "<database>"
-    params.pop("password", None)
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items() if v is not None})
+                    embedded=is_embedded, applied=applied, health=health)

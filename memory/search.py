@@ -37,7 +37,9 @@ always filters.
 
 Embeddings of messages written with ``embed=False`` are filled in batches by
 :meth:`SearchMixin.embed_pending_messages`; ``search_memory`` runs it for the user
-first, so a deferred row is never missed.
+first, so a deferred row is never missed. A role that may only read (SELECT grants,
+or a read-only transaction on a replica) searches what is there: the backfill is
+skipped from its first refusal on, and the keyword half still finds those rows.
 """
 
 from __future__ import annotations
@@ -47,12 +49,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
+import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
 from ._store import StoreBase, fuse_rankings
 from .conversation import embedding_text
-from .errors import InvalidInputError
+from .errors import AccessDeniedError, InvalidInputError
 from .timeparse import TimeRange, parse_time_range
 from .validation import check_number, check_positive_int, check_text
 
@@ -257,6 +260,8 @@ class SearchMixin(StoreBase):
             ranked = [h for h in ranked if h.score >= min_score]
         return ranked[:k]
 
+    _backfill_refused = False
+
     def embed_pending_messages(self, user_id: str | None = None, *, batch_size: int = 256,
                                limit: int | None = None) -> int:
         """Embed messages written without an embedding, in batches; return how many.
@@ -269,18 +274,24 @@ class SearchMixin(StoreBase):
         if limit is not None:
             limit = check_positive_int(limit, "limit")
         done = 0
-        while limit is None or done < limit:
+        while not self._backfill_refused and (limit is None or done < limit):
             size = batch_size if limit is None else min(batch_size, limit - done)
-            with self.db.connection(uid) as conn:
-                # One user's rows by ``user_id = %s`` (one shard on Citus); every user's without.
-                rows = conn.execute(_PENDING.format(user=_USER_FILTER if uid is not None else sql.SQL("")),
-                                    dict(uid=uid, n=size)).fetchall()
-                if not rows:
-                    break
-                vectors = self._embed([embedding_text(role, content) for _, _, role, content in rows])
-                with conn.cursor() as cur:
-                    cur.executemany("UPDATE conversational_memory SET embedding = %s WHERE user_id = %s AND id = %s",
-                                    [(vec, ruid, rid) for (ruid, rid, _, _), vec in zip(rows, vectors)])
+            try:
+                with self.db.connection(uid) as conn:
+                    # One user's rows by ``user_id = %s`` (one shard on Citus); every user's without.
+                    rows = conn.execute(_PENDING.format(user=_USER_FILTER if uid is not None else sql.SQL("")),
+                                        dict(uid=uid, n=size)).fetchall()
+                    if not rows:
+                        break
+                    vectors = self._embed([embedding_text(role, content) for _, _, role, content in rows])
+                    with conn.cursor() as cur:
+                        cur.executemany("UPDATE conversational_memory SET embedding = %s WHERE user_id = %s AND id = %s",
+                                        [(vec, ruid, rid) for (ruid, rid, _, _), vec in zip(rows, vectors)])
+            except (AccessDeniedError, psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
+                # A role with only SELECT (or a read-only replica) may not fill embeddings in:
+                # it reads what is there, and stops asking.
+                self._backfill_refused = True
+                break
             done += len(rows)
             if len(rows) < size:
                 break
