@@ -3,7 +3,7 @@
 A connection string is a URL (``postgresql://user@host:5432/db``) or a libpq conninfo
 (``host=... dbname=...``). One that is neither is a :class:`ConfigurationError` before
 anything tries to connect, and its text never appears in the message (it may hold a
-password). Every connection agentmem opens, for migrations and in the pool, waits at most
+password). The connections of the migration runner and of the pool wait at most
 ``connect_timeout`` seconds for the server (setting ``AGENTMEM_CONNECT_TIMEOUT``) unless
 the string itself (or ``PGCONNECT_TIMEOUT``) says otherwise: without it psycopg waits
 130 s for an address that never answers.
@@ -25,13 +25,18 @@ def check_conninfo(conninfo: str) -> dict[str, Any]:
         raise ConfigurationError("the database URL is empty: set AGENTMEM_DATABASE_URL to a PostgreSQL URL "
                                  "(postgresql://user:password@host:5432/dbname), or unset it to use the embedded server")
     try:
-        return psycopg.conninfo.conninfo_to_dict(conninfo)
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError:
         raise ConfigurationError(
             "the database URL is neither a PostgreSQL URL (postgresql://user:password@host:5432/dbname) nor a "
             "conninfo string (host=... port=... dbname=... user=...): fix AGENTMEM_DATABASE_URL (or DATABASE_URL), "
             "or unset it to use the embedded server"
         ) from None
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ConfigurationError(f"the database URL has port {port[:20]!r}: use a number from 1 to 65535 "
+                                     "(fix AGENTMEM_DATABASE_URL or DATABASE_URL)")
+    return params
 
 
 def timeout_kwargs(conninfo: str, seconds: int) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from memory import InvalidInputError, LLMError, NotFoundError
+from memory import DatabaseUnavailableError, InvalidInputError, LLMError, NotFoundError
 from memory.formatting import CONVERSATION, FACTS, KNOWLEDGE, format_conversation, format_message
 from memory.structure import HEADINGS
 from memory.summarizer import Summarizer
@@ -275,8 +275,9 @@ def test_killed_backend_mid_transaction_leaves_the_old_state(mm, user, thread):
             running = call_in_thread(lambda: mm.summarize_conversation(thread, user))
             pid = blocker.wait_for_waiter()  # between the summary insert and the marks
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            with pytest.raises(psycopg.OperationalError):
+            with pytest.raises(DatabaseUnavailableError) as info:  # an AgentMemError, the driver's error chained
                 running.result(timeout=60)
+            assert isinstance(info.value.__cause__, psycopg.OperationalError)
         assert thread_state(conn, user, thread) == before
         assert conn.execute("SELECT count(*) FROM summary_memory WHERE user_id = %s", (user,)).fetchone()[0] == 0
     assert mm.summarize_conversation(thread, user).status == "summarized"  # the pool replaced the dead connection

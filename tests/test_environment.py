@@ -231,9 +231,10 @@ def test_new_schema_by_a_role_that_may_not_create_it(settings, pg_uri, fresh_sch
 
 
 # -- connection strings ----------------------------------------------------------------------
-@pytest.mark.parametrize("url", ["not a url", "localhost:5432/agentmem", "http://example.com/db", "   "])
+@pytest.mark.parametrize("url", ["not a url", "localhost:5432/agentmem", "http://example.com/db", "   ",
+                                 "postgresql://me@127.0.0.1:notaport/db", "host=127.0.0.1 port=99999"])
 def test_connection_string_that_is_not_one_is_a_configuration_error(settings, url):
-    with pytest.raises(ConfigurationError, match="neither a PostgreSQL URL .* nor a conninfo string|is empty"):
+    with pytest.raises(ConfigurationError, match="neither a PostgreSQL URL .* nor a conninfo string|is empty|port"):
         _open(settings, database_url=url)
     with pytest.raises(ConfigurationError):
         MemoryManager.open(settings, embedder=HashEmbedder(), conninfo=url)
