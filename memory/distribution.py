@@ -40,7 +40,7 @@ the ``citus`` extension is not installed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources.abc import Traversable
 
 import psycopg
 from psycopg import sql
@@ -193,7 +193,8 @@ def _registered(conn: psycopg.Connection, schema: str) -> set[str] | None:
         sql.Identifier(schema, "agentmem_tables")))}
 
 
-def script_path() -> Path:
+def script_path() -> Traversable:
+    """The distribution script, beside the migrations (package data in an installed wheel)."""
     return sql_dir() / SCRIPT
 
 
