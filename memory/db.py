@@ -146,7 +146,7 @@ def resolve_conninfo(settings: Settings) -> tuple[str, bool]:
     return embedded.start_server(settings.data_dir / "pg"), True
 
 
-def _configure(schema: str, health: _PoolHealth):
+def _configure(schema: str, health: _PoolHealth | None = None):
     def configure(conn: psycopg.Connection) -> None:
         ext = conn.execute(
             "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
@@ -160,7 +160,8 @@ def _configure(schema: str, health: _PoolHealth):
         register_vector(conn)
         register_clamping_loaders(conn)
         conn.commit()
-        health.configured(conn)
+        if health is not None:
+            health.configured(conn)
 
     return configure
 
