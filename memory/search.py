@@ -53,7 +53,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from ._store import StoreBase, fuse_rankings
+from ._store import TERMS_CTE, StoreBase, fuse_rankings
 from .conversation import embedding_text
 from .errors import AccessDeniedError, InvalidInputError
 from .timeparse import TimeRange, parse_time_range
@@ -61,6 +61,7 @@ from .validation import check_number, check_positive_int, check_text
 
 KINDS = ("messages", "summaries", "facts")
 METHODS = ("hybrid", "vector", "keyword")
+SHAPES = ("auto", "exact", "indexed")
 
 
 @dataclass(frozen=True)
@@ -100,40 +101,98 @@ class MemoryHit:
         return int(self.id) if self.kind == "message" else None
 
 
-# One statement per kind; every table in it is filtered or joined by user_id, so on
-# Citus it runs on the user's shard. ``matched`` are the user's rows (under the filters) whose
-# keyword text (``tsv``, found through its gin index) has any query word; ``tsv_a``
-# is the full-weight part (the message itself, not its neighbours). Every candidate
-# gets both scores; candidates are the top ``pool`` of either signal.
-_SCORED = """
-WITH lex AS (SELECT lq::tsquery AS tq FROM unnest(%(lexq)s::text[]) AS lq),
-total AS (SELECT count(*) AS n FROM {source} WHERE {where}),
-matched AS (
+# One statement per search; every table in it is filtered or joined by user_id, so on
+# Citus it runs on the user's shard. Per kind, ``matched`` are the user's rows (under the filters)
+# whose keyword text (``tsv``, found through its gin index) has any query word; ``tsv_a``
+# is the full-weight part (the message itself, not its neighbours). Every candidate gets
+# both scores; candidates are the top ``pool`` of either signal. This is the exact shape:
+# every matching row is scored, so it is used where a user's rows are few (summaries,
+# facts, and messages up to ``search_exact_max_rows``).
+_EXACT = """
+{p}_total AS (SELECT count(*) AS n FROM {source} WHERE {where}),
+{p}_matched AS (
     SELECT {key} AS key, {tsv} AS tsv, {tsv_a} AS tsv_a FROM {source}
-    WHERE {where} AND %(tsq)s::tsquery IS NOT NULL AND {tsv} @@ %(tsq)s::tsquery
+    WHERE {where} AND {tsv} @@ (SELECT tq FROM tsq)
 ),
-idf AS (
-    SELECT lex.tq, ln(1 + ((SELECT n FROM total) - d.n + 0.5) / (d.n + 0.5)) AS idf
-    FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM matched WHERE matched.tsv @@ lex.tq) d
+{p}_idf AS (
+    SELECT lex.tq, ln(1 + ((SELECT n FROM {p}_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
+    FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM {p}_matched WHERE {p}_matched.tsv @@ lex.tq) d
 ),
-kw AS (
-    SELECT matched.key,
-           sum(idf.idf * CASE WHEN matched.tsv_a @@ idf.tq THEN 1.0 ELSE %(nw)s END)
-           / nullif(greatest((SELECT sum(idf) FROM idf),
-                             %(min_terms)s * ln(1 + ((SELECT n FROM total) + 0.5) / 0.5)), 0) AS ks
-    FROM matched JOIN idf ON matched.tsv @@ idf.tq GROUP BY matched.key
+{p}_kw AS (
+    SELECT {p}_matched.key,
+           sum({p}_idf.idf * CASE WHEN {p}_matched.tsv_a @@ {p}_idf.tq THEN 1.0 ELSE %(nw)s END)
+           / nullif(greatest((SELECT sum(idf) FROM {p}_idf),
+                             %(min_terms)s * ln(1 + ((SELECT n FROM {p}_total) + 0.5) / 0.5)), 0) AS ks
+    FROM {p}_matched JOIN {p}_idf ON {p}_matched.tsv @@ {p}_idf.tq GROUP BY {p}_matched.key
 ),
-vec AS (
+{p}_vec AS (
     SELECT {key} AS key, 1 - ({alias}.embedding <=> %(qvec)s) AS vs FROM {source}
     WHERE {where} AND {alias}.embedding IS NOT NULL ORDER BY vs DESC LIMIT %(pool)s
 ),
-cand AS (
-    SELECT key FROM vec UNION SELECT key FROM (SELECT key FROM kw ORDER BY ks DESC LIMIT %(pool)s) k
-)
-SELECT {cols}, coalesce(1 - ({alias}.embedding <=> %(qvec)s), 0) AS vs, coalesce(kw.ks, 0) AS ks
-FROM {source} JOIN cand ON cand.key = {key} LEFT JOIN kw ON kw.key = {key}
-WHERE {alias}.user_id = %(uid)s
-"""
+{p}_cand AS (
+    SELECT key FROM {p}_vec UNION SELECT key FROM (SELECT key FROM {p}_kw ORDER BY ks DESC LIMIT %(pool)s) k
+)"""
+
+_EXACT_SELECT = """
+SELECT {cols}, coalesce(1 - ({alias}.embedding <=> %(qvec)s), 0) AS vs, coalesce({p}_kw.ks, 0) AS ks
+FROM {source} JOIN {p}_cand ON {p}_cand.key = {key} LEFT JOIN {p}_kw ON {p}_kw.key = {key}
+WHERE {alias}.user_id = %(uid)s"""
+
+# The indexed shape, for a user with many messages: bounded work whatever the history.
+# * vector: the nearest ``pool`` messages through HNSW (iterative scan keeps the user and
+#   time filters fed);
+# * keyword: each query word brings at most ``cap`` of the user's rows from the gin index;
+#   a word with fewer rows than that has its exact document frequency, a more common one
+#   an estimate from a fixed sample of the user's rows (``sample``), so a common word
+#   weighs little, as in the exact shape;
+# * those rows are pre-ranked by the summed IDF of the words that brought them, and the
+#   best ``prepool`` of them plus the vector candidates get the keyword score of the
+#   exact shape (same IDF coverage formula over the window), N the user's message count.
+_INDEXED = """
+{p}_n AS (SELECT count(*) AS n FROM conversational_context WHERE user_id = %(uid)s),
+{p}_sample AS (SELECT context_tsv AS tsv FROM conversational_context WHERE user_id = %(uid)s LIMIT %(sample)s),
+{p}_hits AS (
+    SELECT lex.ord, h.message_id FROM lex CROSS JOIN LATERAL (
+        SELECT message_id FROM conversational_context
+        WHERE user_id = %(uid)s AND context_tsv @@ lex.tq LIMIT %(cap)s) h
+),
+{p}_idf AS (
+    SELECT lex.ord, lex.tq, ln(1 + ((SELECT n FROM {p}_n) - d.df + 0.5) / (d.df + 0.5)) AS idf
+    FROM lex CROSS JOIN LATERAL (
+        SELECT CASE WHEN h.n < %(cap)s THEN h.n::numeric
+                    ELSE greatest(%(cap)s, (SELECT n FROM {p}_n)
+                                  * (SELECT count(*) FROM {p}_sample s WHERE s.tsv @@ lex.tq)::numeric
+                                  / greatest((SELECT count(*) FROM {p}_sample), 1)) END AS df
+        FROM (SELECT count(*) AS n FROM {p}_hits WHERE {p}_hits.ord = lex.ord) h) d
+),
+{p}_vec AS (
+    SELECT m.id AS key FROM conversational_memory m
+    WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qvec)s LIMIT %(pool)s
+),
+{p}_pre AS (
+    SELECT key FROM {p}_vec UNION SELECT key FROM (
+        SELECT h.message_id AS key FROM {p}_hits h JOIN {p}_idf i ON i.ord = h.ord {pre_filter}
+        GROUP BY h.message_id ORDER BY sum(i.idf) DESC LIMIT %(prepool)s) k
+),
+{p}_kw AS (
+    SELECT c.message_id AS key,
+           (SELECT sum(i.idf * CASE WHEN a.tsv_a @@ i.tq THEN 1.0 ELSE %(nw)s END)
+            FROM {p}_idf i WHERE c.context_tsv @@ i.tq)
+           / nullif(greatest((SELECT sum(idf) FROM {p}_idf),
+                             %(min_terms)s * ln(1 + ((SELECT n FROM {p}_n) + 0.5) / 0.5)), 0) AS ks
+    FROM conversational_context c JOIN {p}_pre ON {p}_pre.key = c.message_id AND c.user_id = %(uid)s
+    CROSS JOIN LATERAL (SELECT ts_filter(c.context_tsv, ARRAY['a']::"char"[]) AS tsv_a) a
+),
+{p}_cand AS (
+    SELECT key FROM {p}_vec
+    UNION SELECT key FROM (
+        SELECT {p}_kw.key FROM {p}_kw JOIN conversational_memory m ON m.id = {p}_kw.key
+        WHERE {where} AND {p}_kw.ks > 0 ORDER BY {p}_kw.ks DESC LIMIT %(pool)s) k
+)"""
+
+#: With a thread or time filter, the pre-ranked keyword rows are filtered first (else the
+#: filter applies to the few hundred pre-ranked ones only, which is cheaper).
+_PRE_FILTER = "JOIN conversational_memory m ON m.id = h.message_id WHERE {where}"
 
 _FILTERS = (" AND ({t0} < %(until)s OR %(until)s::timestamptz IS NULL)"
             " AND ({t1} >= %(since)s OR %(since)s::timestamptz IS NULL)"
@@ -168,25 +227,58 @@ _KIND_SQL = {
     ),
 }
 
+# A last row says that some of the user's messages still wait for their embedding, so
+# the search embeds them and runs again (the common case stays one statement).
+_PENDING_ROW = ("SELECT 'pending', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text,"
+            " NULL::timestamptz, NULL::timestamptz, NULL::jsonb, 0::float8, 0::float8"
+            " WHERE EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s"
+            " AND embedding IS NULL AND content <> '')")
 
-def _kind_statement(kind: str) -> sql.SQL:
-    parts = _KIND_SQL[kind]
-    where = "(" + parts["where"] + ")" + _FILTERS.format(t0=parts["t0"], t1=parts["t1"], alias=parts["alias"])
-    text = _SCORED.format(key=parts["key"], tsv=parts["tsv"], tsv_a=parts["tsv_a"], source=parts["source"],
-                          where=where, alias=parts["alias"], cols=parts["cols"])
+#: Counts a user's messages up to the switch point (bounded), to pick the exact or indexed shape.
+_SIZE = ("m_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM conversational_context"
+         " WHERE user_id = %(uid)s LIMIT %(switch)s + 1) s)")
+
+
+def _parts(kind: str) -> dict[str, str]:
+    parts = dict(_KIND_SQL[kind])
+    parts["where"] = ("(" + parts["where"] + ")"
+                      + _FILTERS.format(t0=parts["t0"], t1=parts["t1"], alias=parts["alias"]))
+    return parts
+
+
+def _search_statement(kinds: tuple[str, ...], shape: str = "auto", filtered: bool = False) -> sql.SQL:
+    """The one statement of a search over ``kinds``; ``shape`` exact / indexed / auto (switch)."""
+    ctes = [TERMS_CTE, "lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq FROM terms)"]
+    selects = []
+    for kind in kinds:
+        parts = _parts(kind)
+        if kind != "messages":
+            ctes.append(_EXACT.format(p=kind[0], **parts))
+            selects.append(_EXACT_SELECT.format(p=kind[0], **parts))
+            continue
+        exact_sel = _EXACT_SELECT.format(p="me", **parts)
+        indexed_sel = _EXACT_SELECT.format(p="mi", **parts)
+        if shape in ("exact", "auto"):
+            ctes.append(_EXACT.format(p="me", **parts))
+        if shape in ("indexed", "auto"):
+            pre_filter = _PRE_FILTER.format(where=parts["where"]) if filtered else ""
+            ctes.append(_INDEXED.format(p="mi", pre_filter=pre_filter, **parts))
+        if shape == "auto":
+            ctes.append(_SIZE)
+            selects.append(exact_sel + " AND (SELECT n FROM m_size) <= %(switch)s")
+            selects.append(indexed_sel + " AND (SELECT n FROM m_size) > %(switch)s")
+        else:
+            selects.append(exact_sel if shape == "exact" else indexed_sel)
+    if "messages" in kinds:
+        selects.append(_PENDING_ROW)
+    text = "WITH " + ",\n".join(ctes) + "\n" + "\nUNION ALL\n".join(selects)
     return sql.SQL(text)  # type: ignore[arg-type]  # built from the constants above; values are bound
 
-
-_STATEMENTS = {kind: _kind_statement(kind) for kind in KINDS}
 
 _PENDING = sql.SQL(
     "SELECT user_id, id, role, content FROM conversational_memory"
     " WHERE embedding IS NULL AND content <> ''{user} ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED")
 _USER_FILTER = sql.SQL(" AND user_id = %(uid)s")
-
-
-def _tsquery_literal(lexeme: str) -> str:
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 class SearchMixin(StoreBase):
@@ -205,6 +297,7 @@ class SearchMixin(StoreBase):
         min_score: float | None = None,
         method: str = "hybrid",
         weights: SearchWeights | None = None,
+        shape: str = "auto",
     ) -> list[MemoryHit]:
         """The user's past messages, summaries and facts most relevant to ``query``, best first.
 
@@ -213,8 +306,10 @@ class SearchMixin(StoreBase):
         ("last May") is resolved against ``now`` and boosts (or, with
         ``time_mode="filter"``, filters to) that range. Hits scoring below
         ``min_score`` are dropped, so an unanswerable question can return nothing.
+        ``shape`` is for benchmarks: "exact" or "indexed" forces one execution shape for
+        messages; "auto" (the default) picks by the user's message count.
         """
-        query = check_text(query, "query", max_chars=self.settings.max_content_chars)
+        query = self._query(query)
         uid = self._uid(user_id)
         tid = self._tid(thread_id) if thread_id is not None else None
         k = self._k(k)
@@ -233,6 +328,8 @@ class SearchMixin(StoreBase):
             min_score = check_number(min_score, "min_score")
         if w.fusion not in ("linear", "rrf"):
             raise InvalidInputError("fusion must be 'linear' or 'rrf'")
+        if shape not in SHAPES:
+            raise InvalidInputError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
 
         span = parse_time_range(query, now) if time_mode != "off" else None
         text = span.strip(query) if span and span.strip(query) else query
@@ -241,20 +338,22 @@ class SearchMixin(StoreBase):
             lo = max(lo, span.start) if lo else span.start
             hi = min(hi, span.end) if hi else span.end
 
-        if "messages" in kinds:
-            self.embed_pending_messages(uid)
         qvec = self._embed([text])[0]
+        s = self.settings
         pool = max(4 * k, 50)
-        hits: list[MemoryHit] = []
-        with self.db.connection(uid) as conn:
-            lexemes = conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", (text,)).fetchone()
-            lexq = [_tsquery_literal(x) for x in (lexemes[0] if lexemes else [])]
-            params = dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, nw=w.neighbour_weight,
-                          min_terms=w.min_terms, lexq=lexq, tsq=" | ".join(lexq) or None)
-            with conn.cursor(row_factory=dict_row) as cur:
-                for kind in kinds:
-                    for row in cur.execute(_STATEMENTS[kind], params).fetchall():
-                        hits.append(_hit(row, span))
+        params = dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, prepool=4 * pool,
+                      nw=w.neighbour_weight, min_terms=w.min_terms, q=text, max_terms=s.search_max_terms,
+                      cap=s.search_term_candidates, sample=s.search_sample_rows, switch=s.search_exact_max_rows)
+        stmt = _search_statement(kinds, shape, filtered=tid is not None or lo is not None or hi is not None)
+        for attempt in range(2):
+            with self.db.connection(uid) as conn, conn.cursor(row_factory=dict_row) as cur:
+                rows = cur.execute(stmt, params).fetchall()
+            if attempt == 0 and rows and rows[-1]["kind"] == "pending":
+                # Messages written with embed=False: embed them, then search again.
+                self.embed_pending_messages(uid)
+                continue
+            break
+        hits = [_hit(row, span) for row in rows if row["kind"] != "pending"]
         ranked = _rank(hits, method, w)
         if min_score is not None:
             ranked = [h for h in ranked if h.score >= min_score]

@@ -143,6 +143,17 @@ class Settings:
     # for ~2 ms more (bench/hnsw_scale.py).
     hnsw_ef_search: int = field(default=100, metadata=bounds(1, le=1000))
     keyword_weight: float = 0.5
+    # Bounded search work: a query longer than ``max_query_chars`` is refused (InvalidInputError);
+    # at most ``search_max_terms`` distinct words of it are matched, and each word brings at
+    # most ``search_term_candidates`` rows from the full-text index to be ranked.
+    max_query_chars: int = 20_000
+    search_max_terms: int = 32
+    search_term_candidates: int = 500
+    # search_memory scores every row of a user exactly up to ``search_exact_max_rows``
+    # messages and switches to the indexed shape above (bench/search_memory_scale.py measures
+    # the switch point); ``search_sample_rows`` estimate how common a frequent word is there.
+    search_exact_max_rows: int = 20_000
+    search_sample_rows: int = 1_000
 
     # Embeddings. embedding_backend: "onnx" (int8 MiniLM under ONNX Runtime, exported
     # once into model_cache_dir; falls back to torch when ONNX Runtime is missing) or
@@ -221,6 +232,11 @@ class Settings:
             raise ConfigurationError(
                 f"AGENTMEM_FACT_RELATED_SIMILARITY={self.fact_related_similarity} is above "
                 f"AGENTMEM_FACT_DUPLICATE_SIMILARITY={self.fact_duplicate_similarity}: related must be <= duplicate")
+        for name in ("max_query_chars", "search_max_terms", "search_term_candidates", "search_exact_max_rows",
+                     "search_sample_rows", "hnsw_ef_search"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigurationError(f"AGENTMEM_{name.upper()} must be a positive integer, got {value!r}")
 
     def check_data_dir(self) -> None:
         """With no database URL the embedded server needs ``data_dir``: it must be a usable directory."""

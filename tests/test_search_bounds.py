@@ -1,0 +1,198 @@
+"""Search execution: one statement, bounded work, and input that never crashes it.
+
+* a keyword hit on a row that has no embedding (written by plain SQL, or a shared
+  workflow published without a vector) is a hit with score 0, never a TypeError, in
+  ``read_knowledge``, ``build_context`` and ``MemoryAgent.run``, for every user;
+* a search query is bounded: too long is a clear ``InvalidInputError``, and at most
+  ``search_max_terms`` of its words are matched;
+* ``search_memory`` has two execution shapes for messages (exact, indexed) that agree
+  where the indexed one's bounds are not reached, and the switch between them;
+* a similarity read and a long-memory search are one SQL statement each.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator
+
+import psycopg
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage
+
+from memory import InvalidInputError, MemoryManager
+from memory.agent import MemoryAgent
+from memory.embeddings import HashEmbedder
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
+
+
+def word() -> str:
+    """A word no other test writes (so a shared row cannot meet another test's query)."""
+    return "zebra" + uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def shared_workflow(sql_conn: psycopg.Connection) -> Iterator[str]:
+    """A workflow published to every user (the shared table) by plain SQL, with no embedding."""
+    w = word()
+    sql_conn.execute("INSERT INTO shared_workflow_memory (name, description) VALUES (%s, %s)",
+                     (f"{w} crossing", f"How to handle a {w} crossing"))
+    yield w
+    sql_conn.execute("DELETE FROM shared_workflow_memory WHERE name = %s", (f"{w} crossing",))
+
+
+def test_keyword_hit_without_embedding_is_a_hit_not_a_crash(mm: MemoryManager, sql_conn: psycopg.Connection,
+                                                           user: str, thread: str, shared_workflow: str) -> None:
+    w = shared_workflow
+    sql_conn.execute("INSERT INTO knowledge_memory (user_id, content) VALUES (%s, %s)", (user, f"{w} facts"))
+    mm.write_knowledge(user, "Zebras have stripes.", source="zoo.md")
+
+    hits = mm.read_knowledge(f"tell me about {w}", user, k=5)
+    plain = next(h for h in hits if h.content == f"{w} facts")
+    assert plain.score == 0.0  # no vector: no cosine, still found by its keyword
+    assert all(isinstance(h.score, float) for h in hits)
+
+    # The shared row meets every user who searches its word.
+    for someone in (user, f"other-{uuid.uuid4().hex[:8]}"):
+        found = mm.read_workflows(f"{w} crossing", someone, k=3)
+        assert [f.name for f in found if f.name == f"{w} crossing"] and found[0].score is not None
+
+    context = mm.build_context(f"what about the {w}?", user, thread)
+    assert f"{w} facts" in context and f"{w} crossing" in context
+
+    model = FakeMessagesListChatModel(responses=[AIMessage("Stripes.")])
+    result = MemoryAgent(mm, None, model, extract_with_model=False).run(f"what about the {w}?", user, thread)
+    assert result.answer == "Stripes."
+
+
+def test_overlong_query_is_invalid_input_and_a_long_one_is_answered(mm: MemoryManager, user: str,
+                                                                   thread: str) -> None:
+    mm.write_knowledge(user, "Alpha bravo charlie.")
+    mm.write_conversational_memory(user, thread, "user", "Alpha bravo charlie.")
+    huge = "word " * 40_000  # 200,000 characters: within max_content_chars, far past max_query_chars
+    for call in (lambda q: mm.read_knowledge(q, user), lambda q: mm.search_memory(q, user),
+                 lambda q: mm.read_workflows(q, user), lambda q: mm.recall(user, q)):
+        with pytest.raises(InvalidInputError, match="search query is 200,000 characters; at most"):
+            call(huge)
+    # At the limit, thousands of distinct words: a clean answer (the words are bounded).
+    long = " ".join(f"w{i}x" for i in range(4000))[: mm.settings.max_query_chars]
+    assert isinstance(mm.read_knowledge(long, user), list)
+    assert isinstance(mm.search_memory(long, user), list)
+
+
+def test_only_the_first_words_of_a_query_are_matched(mm: MemoryManager, user: str, thread: str) -> None:
+    w = word()
+    target = mm.write_conversational_memory(user, thread, "user", f"the {w} came back").id
+    filler = " ".join(f"filler{i}x" for i in range(mm.settings.search_max_terms))
+    first = mm.search_memory(f"{w} {filler}", user, k=5, method="keyword")
+    assert [h.message_id for h in first] == [target]
+    # the same words with the rare one past the bound: it is not matched any more
+    assert mm.search_memory(f"{filler} {w}", user, k=5, method="keyword") == []
+
+
+TURNS = [
+    "My sister Ingrid moved to Tromso last spring.",
+    "I'm training for the Bergen marathon in June.",
+    "Our cat Miso hates the vacuum cleaner.",
+    "The export job EXP-2291 failed with disk quota exceeded.",
+    "I switched the team to PostgreSQL 18 last week.",
+    "Ingrid says the northern lights in Tromso are unreal.",
+    "My marathon pace goal is 5:10 per kilometre.",
+    "Miso knocked the coffee off the table again.",
+    "We raised the disk quota for EXP jobs to 2 TB.",
+    "Coffee with Ingrid on Sunday, she is visiting.",
+]
+
+
+def write_history(mm: MemoryManager, user: str, n_threads: int = 3) -> list[int]:
+    ids: list[int] = []
+    for t in range(n_threads):
+        msgs = [dict(role="user" if i % 2 == 0 else "assistant", content=f"{text} (round {t})",
+                     created_at=NOW - timedelta(days=30 - t, minutes=-i)) for i, text in enumerate(TURNS)]
+        ids += [m.id for m in mm.write_messages(user, f"t{t}", msgs)]
+    return ids
+
+
+QUERIES = ["where does Ingrid live", "marathon pace", "why did EXP-2291 fail", "what did the cat do",
+           "coffee on sunday", "postgresql version"]
+
+
+def test_indexed_shape_agrees_with_the_exact_one_below_its_bounds(mm: MemoryManager, user: str) -> None:
+    write_history(mm, user)
+    for q in QUERIES:
+        for method in ("hybrid", "keyword", "vector"):
+            exact = mm.search_memory(q, user, k=8, scope="messages", method=method, shape="exact")
+            indexed = mm.search_memory(q, user, k=8, scope="messages", method=method, shape="indexed")
+            assert exact, (q, method)
+            assert [h.id for h in indexed] == [h.id for h in exact], (q, method)
+            for a, b in zip(exact, indexed):
+                assert b.keyword_score == pytest.approx(a.keyword_score) and b.score == pytest.approx(a.score)
+        # with a thread filter the keyword statistics stay the user's, the hits the thread's
+        exact = mm.search_memory(q, user, k=5, scope="messages", thread_id="t1", method="vector", shape="exact")
+        indexed = mm.search_memory(q, user, k=5, scope="messages", thread_id="t1", method="vector", shape="indexed")
+        assert [h.id for h in indexed] == [h.id for h in exact] and all(h.thread_id == "t1" for h in indexed)
+        found = mm.search_memory(q, user, k=5, scope="messages", thread_id="t1", shape="indexed")
+        assert found and all(h.thread_id == "t1" for h in found)
+
+
+@pytest.fixture
+def small_bounds(settings: Any) -> Iterator[MemoryManager]:
+    """A manager whose switch point and per-word candidate cap are tiny, to reach them."""
+    mm = MemoryManager.open(settings.with_(search_exact_max_rows=12, search_term_candidates=4,
+                                           search_sample_rows=20, pool_max_size=2), embedder=HashEmbedder())
+    yield mm
+    mm.close()
+
+
+def test_large_history_switches_to_the_indexed_shape(small_bounds: MemoryManager, user: str) -> None:
+    mm = small_bounds
+    ids = write_history(mm, user)  # 30 messages > 12: the indexed shape
+    for q in QUERIES:
+        auto = mm.search_memory(q, user, k=5, scope="messages")
+        assert [h.id for h in auto] == [h.id for h in mm.search_memory(q, user, k=5, scope="messages",
+                                                                         shape="indexed")]
+    # "Ingrid" is in 9 rows, more than the cap of 4; "tromso" in 6: the rare word still wins,
+    # and a row with both outranks a row with only the common one.
+    hits = mm.search_memory("Ingrid Tromso", user, k=10, scope="messages", method="keyword")
+    both = {ids[i] for i in range(len(ids)) if "Tromso" in TURNS[i % len(TURNS)]}
+    assert {hits[0].message_id, hits[1].message_id} <= both
+    assert hits[0].keyword_score > hits[-1].keyword_score
+    # A user with few rows keeps the exact shape under the same settings.
+    other = f"small-{uuid.uuid4().hex[:8]}"
+    mm.write_messages(other, "t", [dict(role="user", content=t) for t in TURNS])
+    assert [h.id for h in mm.search_memory("marathon pace", other, k=5)] == \
+        [h.id for h in mm.search_memory("marathon pace", other, k=5, shape="exact")]
+
+
+class Statements:
+    """Count the statements psycopg sends while active."""
+
+    def __enter__(self) -> "Statements":
+        self.sent: list[str] = []
+        self._orig = psycopg.Cursor.execute
+        spy = self
+
+        def execute(cur: psycopg.Cursor, query: Any, params: Any = None, **kw: Any) -> Any:
+            spy.sent.append(query.as_string(cur) if hasattr(query, "as_string") else str(query))
+            return spy._orig(cur, query, params, **kw)
+
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        psycopg.Cursor.execute = self._orig  # type: ignore[method-assign]
+
+
+def test_a_search_is_one_statement(mm: MemoryManager, user: str, thread: str) -> None:
+    mm.write_knowledge(user, "Bergen is the rainiest city in Norway.")
+    write_history(mm, user, n_threads=1)
+    mm.search_memory("warm-up", user)
+    for call in (lambda: mm.read_knowledge("rain in Bergen", user), lambda: mm.search_memory("Bergen marathon", user),
+                 lambda: mm.read_entities(user, "rain"), lambda: mm.read_summary_memory("rain", user)):
+        with Statements() as seen:
+            call()
+        # the transaction's user scoping (row-level security), then the search itself
+        assert len(seen.sent) == 2, seen.sent
+        assert "agentmem.user_id" in seen.sent[0]
