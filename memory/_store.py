@@ -168,10 +168,11 @@ _SIMILAR = (
     " kwc AS (SELECT DISTINCT c.key FROM terms CROSS JOIN LATERAL ("
     "   SELECT {key} AS key FROM {tbl} WHERE %(hybrid)s AND search_tsv @@ terms.lit::tsquery AND ({where})"
     "   LIMIT %(cap)s) c),"
-    " kw AS (SELECT key, row_number() OVER (ORDER BY rank DESC, key) AS r FROM ("
-    "   SELECT x.{key} AS key, ts_rank_cd(x.search_tsv, tsq.tq) AS rank"
+    # (equal keyword ranks, common with short texts, go to the row closer to the query)
+    " kw AS (SELECT key, row_number() OVER (ORDER BY rank DESC, d NULLS LAST, key) AS r FROM ("
+    "   SELECT x.{key} AS key, ts_rank_cd(x.search_tsv, tsq.tq) AS rank, x.embedding <=> %(qvec)s AS d"
     "   FROM {tbl} x JOIN kwc ON kwc.key = x.{key} CROSS JOIN tsq"
-    "   ORDER BY rank DESC LIMIT %(pool)s) k),"
+    "   ORDER BY rank DESC, d NULLS LAST, key LIMIT %(pool)s) k),"
     # weighted reciprocal rank fusion; ties keep the vector order, then the keyword order
     " fused AS (SELECT key, sum(w / (%(rrf_k)s + r)) AS f, min(tb) AS tb FROM ("
     "   SELECT key, r, %(vw)s::float8 AS w, r AS tb FROM vec"
