@@ -1,6 +1,7 @@
 """Shared plumbing of the MemoryManager mixins: validation, embedding, search SQL.
 
-Similarity reads embed the query once and send one statement: the nearest rows by
+Similarity reads embed the query once and send one statement (after the transaction's
+SET LOCAL settings): the nearest rows by
 cosine distance (HNSW, iterative scan so a user filter cannot starve the result), the
 best full-text matches among a bounded set of candidates from the gin index, and
 their weighted reciprocal rank fusion, all in SQL. Each hit keeps its cosine
@@ -102,6 +103,13 @@ class StoreBase:
         return text
 
     # -- search -----------------------------------------------------------------------
+    def _search_settings(self, conn: Any) -> None:
+        """HNSW keeps scanning until a filtered query (one user's rows) has its LIMIT, in
+        exact distance order. SET LOCAL (Citus forwards it to the workers, where the index
+        scans run), both in one simple-protocol round trip."""
+        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = strict_order").format(
+            sql.Literal(int(self.settings.hnsw_ef_search))))
+
     def _similar(
         self,
         table: str,
@@ -138,6 +146,7 @@ class StoreBase:
                     kww=float(keyword_weight), rrf_k=RRF_K, max_terms=self.settings.search_max_terms,
                     cap=self.settings.search_term_candidates)
         with self.db.connection(params.get("uid")) as conn, conn.cursor(row_factory=class_row(row_cls)) as cur:
+            self._search_settings(conn)
             hits = cur.execute(stmt, args).fetchall()
         for hit in hits:
             # A row written without an embedding (plain SQL, a shared row) has no cosine: 0.
@@ -171,7 +180,7 @@ _SIMILAR = (
     # (equal keyword ranks, common with short texts, go to the row closer to the query)
     " kw AS (SELECT key, row_number() OVER (ORDER BY rank DESC, d NULLS LAST, key) AS r FROM ("
     "   SELECT x.{key} AS key, ts_rank_cd(x.search_tsv, tsq.tq) AS rank, x.embedding <=> %(qvec)s AS d"
-    "   FROM {tbl} x JOIN kwc ON kwc.key = x.{key} CROSS JOIN tsq"
+    "   FROM {tbl} x JOIN kwc ON kwc.key = x.{key} CROSS JOIN tsq WHERE ({where})"
     "   ORDER BY rank DESC, d NULLS LAST, key LIMIT %(pool)s) k),"
     # weighted reciprocal rank fusion; ties keep the vector order, then the keyword order
     " fused AS (SELECT key, sum(w / (%(rrf_k)s + r)) AS f, min(tb) AS tb FROM ("
@@ -179,7 +188,7 @@ _SIMILAR = (
     "   UNION ALL SELECT key, r, %(kww)s::float8, %(pool)s + r FROM kw) u"
     "   GROUP BY key ORDER BY f DESC, tb LIMIT %(k)s)"
     " SELECT {cols}, 1 - (x.embedding <=> %(qvec)s) AS score FROM {tbl} x JOIN fused ON fused.key = x.{key}"
-    " ORDER BY fused.f DESC, fused.tb"
+    " WHERE ({where}) ORDER BY fused.f DESC, fused.tb"
 )
 
 

@@ -347,6 +347,7 @@ class SearchMixin(StoreBase):
         stmt = _search_statement(kinds, shape, filtered=tid is not None or lo is not None or hi is not None)
         for attempt in range(2):
             with self.db.connection(uid) as conn, conn.cursor(row_factory=dict_row) as cur:
+                self._search_settings(conn)
                 rows = cur.execute(stmt, params).fetchall()
             if attempt == 0 and rows and rows[-1]["kind"] == "pending":
                 # Messages written with embed=False: embed them, then search again.
