@@ -21,13 +21,9 @@ from memory import HashEmbedder, MemoryManager, Settings, migrations
 from memory.errors import ConfigurationError, DatabaseUnavailableError, MigrationError
 from memory.isolation import app_conninfo, create_app_role
 
+from fix_schemas import with_conninfo
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _with_db(uri: str, dbname: str, **changes: str) -> str:
-    params = psycopg.conninfo.conninfo_to_dict(uri)
-    params.update(dbname=dbname, **changes)
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items() if v is not None})
 
 
 @pytest.fixture
@@ -36,7 +32,7 @@ def fresh_db(pg_uri: str) -> Iterator[str]:
     name = f"db_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield _with_db(pg_uri, name)
+    yield with_conninfo(pg_uri, dbname=name)
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
@@ -153,7 +149,7 @@ def _terminate(uri: str, app: str) -> int:
 
 def test_lost_connections_are_database_unavailable_and_the_pool_recovers(settings, pg_uri, fresh_schema, user):
     app = f"am_lost_{uuid.uuid4().hex[:8]}"
-    url = _with_db(pg_uri, psycopg.conninfo.conninfo_to_dict(pg_uri)["dbname"], application_name=app)
+    url = with_conninfo(pg_uri, application_name=app)
     with _open(settings, database_url=url, schema=fresh_schema, pool_min_size=3) as mm:
         mm.db.pool.wait(timeout=30)
         mm.write_conversational_memory(user, "t", "user", "before the server went away")
@@ -206,7 +202,7 @@ def test_read_only_role_can_search(settings, pg_uri, fresh_schema, role_name, us
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(fresh_schema), ident))
         conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
             sql.Identifier(fresh_schema), ident))
-    reader_url = _with_db(pg_uri, psycopg.conninfo.conninfo_to_dict(pg_uri)["dbname"], user=role_name)
+    reader_url = with_conninfo(pg_uri, user=role_name)
     with _open(settings, database_url=reader_url, schema=fresh_schema) as reader:
         for _ in range(2):
             hits = reader.search_memory("zebra export", user)

@@ -13,15 +13,16 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-from memory import AgentMemError, HashEmbedder, InvalidInputError, MemoryManager, NotFoundError, Settings
+from memory import AgentMemError, InvalidInputError, MemoryManager, NotFoundError, Settings
 from memory.context import ContextBuilder, ContextParts
 from memory.formatting import CONVERSATION, HEADINGS, split_sections
+
+from fix_schemas import own_schema_manager, total_rows
 
 
 @dataclass(frozen=True)
@@ -106,25 +107,13 @@ IDS = [w.name for w in WRITERS]
 @pytest.fixture(scope="module")
 def module_mm(settings: Settings, pg_uri: str) -> Iterator[MemoryManager]:
     """This module's own schema: ``total_rows`` must not see what other tests (or their threads) write."""
-    schema = f"s_hostile_{uuid.uuid4().hex[:8]}"
-    manager = MemoryManager.open(settings.with_(schema=schema, pool_max_size=4), embedder=HashEmbedder())
-    yield manager
-    manager.close()
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+    with own_schema_manager(settings, pg_uri, "s_hostile") as manager:
+        yield manager
 
 
 @pytest.fixture
 def mm(module_mm: MemoryManager) -> MemoryManager:
     return module_mm
-
-
-def total_rows(conn) -> int:
-    """Every row in every table of this module's schema: a rejected call must leave this unchanged."""
-    tables = [r[0] for r in conn.execute(
-        "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'")]
-    return sum(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()[0]
-               for t in tables)
 
 
 def stored(conn, w: Writer, row: Any) -> Any:

@@ -8,31 +8,24 @@ version, by a DBA) must not crash any reader, for its own user or for anyone els
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-import psycopg
 import pytest
-from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from memory import AgentMemError, HashEmbedder, InvalidInputError, MemoryManager, Settings
+from memory import AgentMemError, InvalidInputError, MemoryManager, Settings
 from memory.context import ContextBuilder, ContextParts
 from memory.formatting import format_conversation
 
-from test_hostile_input import total_rows
+from fix_schemas import own_schema_manager, total_rows
 
 
 @pytest.fixture(scope="module")
 def module_mm(settings: Settings, pg_uri: str) -> Iterator[MemoryManager]:
     """This module's own schema: ``total_rows`` must not see what other tests write."""
-    schema = f"s_rows_{uuid.uuid4().hex[:8]}"
-    manager = MemoryManager.open(settings.with_(schema=schema, pool_max_size=4), embedder=HashEmbedder())
-    yield manager
-    manager.close()
-    with psycopg.connect(pg_uri, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+    with own_schema_manager(settings, pg_uri, "s_rows") as manager:
+        yield manager
 
 
 @pytest.fixture

@@ -22,11 +22,7 @@ from psycopg import sql
 from memory import ConfigurationError, HashEmbedder, MemoryManager, Settings, create_app_role, migrations
 from memory.cli import main
 
-
-def _conninfo(uri: str, dbname: str) -> str:
-    params = psycopg.conninfo.conninfo_to_dict(uri)
-    params["dbname"] = dbname
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items() if v is not None})
+from fix_schemas import with_conninfo
 
 
 @pytest.fixture
@@ -35,7 +31,7 @@ def other_app_db(pg_uri: str) -> Iterator[str]:
     name = f"amt_public_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    uri = _conninfo(pg_uri, name)
+    uri = with_conninfo(pg_uri, dbname=name)
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("CREATE TABLE public.orders (id serial PRIMARY KEY, user_id text NOT NULL, item text,"
                      " expires_at timestamptz, created_at timestamptz DEFAULT now())")
