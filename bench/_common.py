@@ -34,7 +34,7 @@ import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
 from memory import MemoryManager, Settings  # noqa: E402
-from memory.embedded import start_server, stop_server  # noqa: E402
+from memory.store.embedded import start_server, stop_server  # noqa: E402
 
 
 @contextlib.contextmanager

@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import base_parser, embedded_server, environment, print_table, write_json  # noqa: E402
 
 from memory import MemoryManager, Settings  # noqa: E402
-from memory.onnx_minilm import OnnxMiniLMEmbedder  # noqa: E402
+from memory.retrieval.onnx_minilm import OnnxMiniLMEmbedder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 _script = Path(sys.executable).parent / "agentmem"  # the installed entry point, as a user runs it
-CLI = [str(_script)] if _script.exists() else [sys.executable, "-m", "memory.cli"]
+CLI = [str(_script)] if _script.exists() else [sys.executable, "-m", "memory.cli.main"]
 OPEN_PROBE = """
 import json, sys, time
 t0 = time.perf_counter()

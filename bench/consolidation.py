@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import Timer, base_parser, embedded_server, log, percentiles, print_load, print_table, write_json  # noqa: E402
 
 from memory import HashEmbedder, MemoryManager, Settings  # noqa: E402
-from memory.formatting import format_conversation, format_summaries  # noqa: E402
-from memory.summarizer import Summarizer  # noqa: E402
-from memory.tokens import _counter, count_tokens, encoding_name_for  # noqa: E402
+from memory.context.render import format_conversation, format_summaries  # noqa: E402
+from memory.consolidation.summarizer import Summarizer  # noqa: E402
+from memory.context.tokens import _counter, count_tokens, encoding_name_for  # noqa: E402
 
 INSTRUCTIONS = ("You are a support agent for the platform team. Use the tools you are given. "
                 "When the context monitor says warning or critical, call summarize_and_store.")

@@ -3,7 +3,7 @@
     python bench/embed_backends.py [--rounds 3] [--queries 200] [--json out.json]
 
 Same packaged weights, two runtimes: torch fp32 (sentence-transformers) and ONNX
-Runtime int8 (memory.onnx_minilm, exported on first use into a temp cache here).
+Runtime int8 (memory.retrieval.onnx_minilm, exported on first use into a temp cache here).
 Printed, in interleaved rounds so both see the same machine load:
 
 * throughput (texts/s) of all LoCoMo turns in one ``embed`` call, at 1 and 2 threads;
@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import environment, percentiles, print_table, write_json  # noqa: E402
 from _public_data import locomo_questions, locomo_turns, toolbench  # noqa: E402
 
-from memory.embeddings import MiniLMEmbedder  # noqa: E402
-from memory.onnx_minilm import OnnxMiniLMEmbedder  # noqa: E402
+from memory.retrieval.embeddings import MiniLMEmbedder  # noqa: E402
+from memory.retrieval.onnx_minilm import OnnxMiniLMEmbedder  # noqa: E402
 
 
 def topk(q: np.ndarray, docs: np.ndarray, k: int = 10) -> np.ndarray:

@@ -4,7 +4,7 @@
 over many domains, each labelled ``restatement`` (same meaning: update in place),
 ``compatible`` (both can be true: keep both) or ``contradiction`` (the same attribute
 with a value that cannot hold together: supersede). Both facts are embedded with the
-real all-MiniLM-L6-v2 and the pair goes through ``memory.fact_rules.decide`` exactly
+real all-MiniLM-L6-v2 and the pair goes through ``memory.tables.fact_rules.decide`` exactly
 as ``remember`` calls it.
 
 The two similarity thresholds are fitted on one half of the pairs (even ids): the
@@ -30,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memory.fact_rules import Candidate, decide  # noqa: E402
+from memory.tables.fact_rules import Candidate, decide  # noqa: E402
 from memory.settings import Settings  # noqa: E402
 
 PAIRS = ROOT / "tests" / "data" / "fact_pairs.jsonl"
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
 
-    from memory.embeddings import MiniLMEmbedder
+    from memory.retrieval.embeddings import MiniLMEmbedder
 
     pairs = load_pairs()
     sims = similarities(pairs, MiniLMEmbedder())

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (Timer, _restart, base_parser, embedded_server, log, percentiles, print_load,  # noqa: E402
                      print_table, server_settings, write_json)
 
-from memory.embedded import start_server, stop_server  # noqa: E402
+from memory.store.embedded import start_server, stop_server  # noqa: E402
 
 DIM = 384
 K = 10

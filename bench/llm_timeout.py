@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from memory import Settings  # noqa: E402
-from memory.llm import chat_model_from_env  # noqa: E402
-from memory.summarizer import Summarizer  # noqa: E402
+from memory.llm.chat import chat_model_from_env  # noqa: E402
+from memory.consolidation.summarizer import Summarizer  # noqa: E402
 from test_llm_timeout import Server  # noqa: E402
 
 

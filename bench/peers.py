@@ -54,8 +54,8 @@ import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
 from memory import MemoryManager, Settings  # noqa: E402
-from memory.embeddings import MiniLMEmbedder  # noqa: E402
-from memory.onnx_minilm import OnnxMiniLMEmbedder  # noqa: E402
+from memory.retrieval.embeddings import MiniLMEmbedder  # noqa: E402
+from memory.retrieval.onnx_minilm import OnnxMiniLMEmbedder  # noqa: E402
 from memory.settings import default_cache_dir  # noqa: E402
 
 K = 10
@@ -124,7 +124,7 @@ class LangChain:
         from langchain_postgres import Column, PGEngine, PGVectorStore
         from langchain_postgres.v2.indexes import HNSWIndex
 
-        from memory.vectorstore import sqlalchemy_url
+        from memory.tables.vectorstore import sqlalchemy_url
 
         self.engine = PGEngine.from_connection_string(
             sqlalchemy_url(uri), connect_args={"options": "-c hnsw.iterative_scan=strict_order -c hnsw.ef_search=100"})

@@ -39,9 +39,9 @@ from _common import (Timer, apply_torch_threads, base_parser, bench_embedder, em
 from longmem_data import Dataset, Question, generate, message_times  # noqa: E402
 
 from memory import MemoryManager  # noqa: E402
-from memory.search import DEFAULT_WEIGHTS, MemoryHit, SearchWeights, _rank  # noqa: E402
-from memory.search_tools import format_hits  # noqa: E402
-from memory.tokens import count_tokens  # noqa: E402
+from memory.tables.search import DEFAULT_WEIGHTS, MemoryHit, SearchWeights, _rank  # noqa: E402
+from memory.agent.search_tool import format_hits  # noqa: E402
+from memory.context.tokens import count_tokens  # noqa: E402
 
 QTYPES = ("single", "context", "multi", "temporal")
 KS = (1, 5, 10)

@@ -40,7 +40,7 @@ from _common import (Timer, apply_torch_threads, base_parser, embedded_server, l
 from search_latency import QueryCapture  # noqa: E402
 
 from memory import MiniLMEmbedder  # noqa: E402
-from memory.conversation import embedding_text  # noqa: E402
+from memory.tables.conversation import embedding_text  # noqa: E402
 
 USER = "scale-user"
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)

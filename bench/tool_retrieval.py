@@ -36,7 +36,7 @@ from _common import (bench_embedder, Timer, base_parser, embedded_server, log, o
 from tool_catalogue import CatalogueTool, ScriptedAugmenter, load, make_function  # noqa: E402
 
 from memory import MemoryManager  # noqa: E402
-from memory._store import fuse_rankings  # noqa: E402
+from memory.retrieval.fusion import fuse_rankings  # noqa: E402
 from toolbox import DEFAULT_MIN_COVERAGE, DEFAULT_RRF_K, DEFAULT_WEIGHTS, Toolbox  # noqa: E402
 from toolbox import store  # noqa: E402
 from toolbox.text import keyword_query, split_identifier  # noqa: E402
@@ -128,7 +128,7 @@ def main() -> None:
         minilm = bench_embedder(args.backend, getattr(args, "torch_threads", 0))
         mm = open_manager(uri, embedder=minilm)
         if args.llm:
-            from memory.llm import chat_model_from_env
+            from memory.llm.chat import chat_model_from_env
             llm = chat_model_from_env()
             llm_label = "model from environment"
         else:

@@ -37,7 +37,7 @@ from _common import (  # noqa: E402
     write_json)
 
 from memory import MemoryManager, MiniLMEmbedder  # noqa: E402
-from memory.conversation import embedding_text  # noqa: E402
+from memory.tables.conversation import embedding_text  # noqa: E402
 
 PER_THREAD = 64
 

@@ -1,30 +1,30 @@
 """agentmem: durable memory for LLM agents in PostgreSQL + pgvector."""
 
-from .agent import MemoryAgent, TurnResult
-from .consolidation import ConsolidationResult, ExpandedSummary, Offload
-from .context import BuiltContext, ContextBudgetError, ContextBuilder, ContextParts, Passage
-from .conversation import NewMessage
-from .corrections import Correction
-from .db import Database, connect
-from .embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
-from .errors import (AccessDeniedError, AgentMemError, ConfigurationError, ConfigurationWarning, DatabaseUnavailableError,
+from memory.agent.loop import MemoryAgent, TurnResult
+from memory.consolidation.writeback import ConsolidationResult, ExpandedSummary, Offload
+from memory.context.builder import BuiltContext, ContextBudgetError, ContextBuilder, ContextParts, Passage
+from memory.tables.conversation import NewMessage
+from memory.tables.corrections import Correction
+from memory.store.db import Database, connect
+from memory.retrieval.embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
+from memory.errors import (AccessDeniedError, AgentMemError, ConfigurationError, ConfigurationWarning, DatabaseUnavailableError,
                      DimensionMismatchError, EmbeddingError, EmbeddingModelMismatchError, FactCategoryError, FactRejectedError, FactTooLongError,
                      InvalidInputError, LLMError, MigrationError, NotFoundError, TooManyFactsError,
                      VectorExtensionMissingError)
-from .fact_tools import ToolError, fact_tools, register_fact_tools
-from .facts import Remembered
-from .isolation import AppRole, create_app_role
-from .llm import chat_model_from_env, complete, make_openai_model, with_fallback
-from .manager import MemoryManager
-from .memory_tools import memory_tools, register_memory_tools
-from .models import Entity, Fact, KnowledgeItem, Message, Summary, ToolLogEntry, Workflow
-from .monitor import (ConsolidationAdvice, ContextStatus, ContextUsage, calculate_context_usage,
+from memory.agent.fact_tools import ToolError, fact_tools, register_fact_tools
+from memory.tables.facts import Remembered
+from memory.store.isolation import AppRole, create_app_role
+from memory.llm.chat import chat_model_from_env, complete, make_openai_model, with_fallback
+from memory.manager import MemoryManager
+from memory.agent.memory_tools import memory_tools, register_memory_tools
+from memory.store.rows import Entity, Fact, KnowledgeItem, Message, Summary, ToolLogEntry, Workflow
+from memory.consolidation.monitor import (ConsolidationAdvice, ContextStatus, ContextUsage, calculate_context_usage,
                       monitor_context_window, should_consolidate, usable_budget)
-from .search import MemoryHit, SearchWeights
-from .search_tools import register_search_tools, search_tools
-from .settings import Settings
-from .summarizer import StructuredSummary, Summarizer
-from .tokens import TokenCount, count_tokens
+from memory.tables.search import MemoryHit, SearchWeights
+from memory.agent.search_tool import register_search_tools, search_tools
+from memory.settings import Settings
+from memory.consolidation.summarizer import StructuredSummary, Summarizer
+from memory.context.tokens import TokenCount, count_tokens
 
 __all__ = [
     # the front door and its settings

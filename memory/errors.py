@@ -45,7 +45,7 @@ class CitusMissingError(DistributionError):
 
 
 class NotDistributableError(DistributionError):
-    """The schema breaks a rule Citus enforces for tables distributed on user_id (see memory.distribution)."""
+    """The schema breaks a rule Citus enforces for tables distributed on user_id (see memory.store.distribution)."""
 
 
 class InvalidInputError(AgentMemError, ValueError):
@@ -84,7 +84,7 @@ class FactCategoryError(FactRejectedError):
 
 
 class AccessDeniedError(AgentMemError, PermissionError):
-    """The database refused the write: row-level security or a missing grant (see memory.isolation)."""
+    """The database refused the write: row-level security or a missing grant (see memory.store.isolation)."""
 
 
 class NotFoundError(AgentMemError, LookupError):

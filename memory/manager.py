@@ -12,23 +12,23 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from .consolidation import ConsolidationMixin
-from .conversation import ConversationMixin
-from .corrections import CorrectionMixin
-from .db import Database, connect
-from .embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
-from .errors import ConfigurationError, EmbeddingError
-from .entities import EntityMixin
-from .formatting import (format_conversation, format_entities, format_facts, format_knowledge, format_summaries,
+from memory.consolidation.writeback import ConsolidationMixin
+from memory.tables.conversation import ConversationMixin
+from memory.tables.corrections import CorrectionMixin
+from memory.store.db import Database, connect
+from memory.retrieval.embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
+from memory.errors import ConfigurationError, EmbeddingError
+from memory.tables.entities import EntityMixin
+from memory.context.render import (format_conversation, format_entities, format_facts, format_knowledge, format_summaries,
                          format_workflows)
-from .knowledge import KnowledgeMixin
-from .onnx_minilm import OnnxMiniLMEmbedder
-from .retention import RetentionMixin
-from .settings import Settings
-from .search import SearchMixin
-from .summaries import SummaryMixin
-from .toollog import ToolLogMixin
-from .workflows import WorkflowMixin
+from memory.tables.knowledge import KnowledgeMixin
+from memory.retrieval.onnx_minilm import OnnxMiniLMEmbedder
+from memory.tables.retention import RetentionMixin
+from memory.settings import Settings
+from memory.tables.search import SearchMixin
+from memory.tables.summaries import SummaryMixin
+from memory.tables.tool_log import ToolLogMixin
+from memory.tables.workflows import WorkflowMixin
 
 
 def embedder_from_env(settings: Settings | None = None) -> Embedder:
@@ -37,7 +37,7 @@ def embedder_from_env(settings: Settings | None = None) -> Embedder:
     MiniLM runs on ``settings.embedding_backend``: "onnx" (default; int8, exported into
     ``settings.model_cache_dir`` on first use) or "torch". When ONNX Runtime cannot be
     used (not installed, export failed) it falls back to torch with a warning: the two
-    backends may share a schema (``memory.embeddings.SHARED_VECTOR_SPACE``).
+    backends may share a schema (``memory.retrieval.embeddings.SHARED_VECTOR_SPACE``).
 
     The hash embedder is a deterministic fake with no notion of meaning; it lets the
     CLI and notebook tests run fast in a subprocess. Never use it for real memory:
@@ -94,7 +94,7 @@ class MemoryManager(ConversationMixin, KnowledgeMixin, WorkflowMixin, EntityMixi
         """A langchain-postgres ``PGVectorStore`` over one memory table (e.g. ``"knowledge"``)."""
         from langchain_postgres import PGEngine
 
-        from .vectorstore import make_vectorstore, sqlalchemy_url
+        from memory.tables.vectorstore import make_vectorstore, sqlalchemy_url
 
         if self._pg_engine is None:
             # Without an iterative scan, HNSW hands back ef_search candidates and a user

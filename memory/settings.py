@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import ConfigurationError, ConfigurationWarning
+from memory.errors import ConfigurationError, ConfigurationWarning
 
 #: Context windows (tokens) of common models; unknown models use ``default_context_window``.
 MODEL_CONTEXT_WINDOWS: dict[str, int] = {
@@ -124,7 +124,7 @@ class Settings:
     # Durable facts.
     fact_max_chars: int = field(default=180, metadata=bounds(1))
     max_active_facts: int = field(default=20, metadata=bounds(1))
-    # Cosine similarity to an active fact (see memory.fact_rules): at or above
+    # Cosine similarity to an active fact (see memory.tables.fact_rules): at or above
     # ``fact_related_similarity`` a new fact may restate or contradict it, at or above
     # ``fact_duplicate_similarity`` it is a near-duplicate unless a value differs. Fitted
     # for all-MiniLM-L6-v2 on half of tests/data/fact_pairs.jsonl (bench/facts.py).
@@ -172,7 +172,7 @@ class Settings:
     # overrides it per tool; see toolbox.running for what happens to a tool that hangs.
     tool_timeout: float = 30.0
 
-    # LLM (see memory.llm). llm_timeout bounds each whole attempt of a model call in
+    # LLM (see memory.llm.chat). llm_timeout bounds each whole attempt of a model call in
     # seconds (the client's own timeout, llm_max_retries more attempts), wherever a
     # model is called (summaries, tool augmentation, the agent loop, the CLI).
     llm_model: str | None = None

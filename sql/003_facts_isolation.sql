@@ -3,9 +3,9 @@
 --
 -- Row-level security. Every base table of this schema with a user_id column gets
 -- policies comparing user_id with the transaction setting agentmem.user_id, which
--- agentmem sets at the start of every user-scoped transaction (memory.db). The table
+-- agentmem sets at the start of every user-scoped transaction (memory.store.db). The table
 -- owner (the role that runs migrations) bypasses them; they apply to the non-owner
--- role that memory.isolation.create_app_role creates for applications. Rows whose
+-- role that memory.store.isolation.create_app_role creates for applications. Rows whose
 -- user_id is NULL in a table where it may be NULL (workflow_memory) are shared:
 -- readable and countable (UPDATE) by every user, insertable and deletable by none
 -- through the app role. Tables without user_id (toolbox_memory: tools of a

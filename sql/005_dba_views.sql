@@ -30,7 +30,7 @@
 --
 -- Views run with their owner's rights, which bypass row-level security: they are for
 -- the schema owner (DBA) and are never granted to the application role (see
--- memory.isolation). (psycopg sql.SQL template: no literal braces in this file.)
+-- memory.store.isolation). (psycopg sql.SQL template: no literal braces in this file.)
 
 -- SQL-standard function bodies (RETURN ...): parsed once, bound to this schema's
 -- objects, so they work whatever the caller's search_path.

@@ -13,7 +13,7 @@
 --     ON DELETE SET NULL on such a key (it would null the distribution column; the
 --     PostgreSQL 15 column-list form is refused too), so the two SET NULL keys become
 --     NO ACTION, and the code that deletes a referenced row clears or keeps the
---     referrers itself (memory.facts.forget, memory.retention.purge_expired);
+--     referrers itself (memory.tables.facts.forget, memory.tables.retention.purge_expired);
 --   * statements that triggers run touch one user's rows only: the look-back window
 --     of migration 004 is refreshed with the user's id passed along, so each of its
 --     statements is routed to the shard of that user.

@@ -5,7 +5,7 @@
 --   PGOPTIONS='-c search_path=agent_memory' psql -v ON_ERROR_STOP=1 -f sql/citus_distribute.sql
 --
 -- or `agentmem distribute`, which runs this very file (and first checks the schema
--- against Citus's rules: memory/distribution.py). Connect as the schema owner.
+-- against Citus's rules: memory/store/distribution.py). Connect as the schema owner.
 -- Dry run (lists the plan, changes nothing, works without Citus): add
 -- `-c agentmem.distribute_dry_run=on` to PGOPTIONS, or `agentmem distribute --dry-run`.
 --

@@ -21,7 +21,7 @@ os.environ.pop("AGENTMEM_DATABASE_URL", None)
 os.environ.pop("DATABASE_URL", None)
 
 from memory import HashEmbedder, MemoryManager, Settings  # noqa: E402
-from memory.embedded import ensure_runtime_dir, start_server, stop_server  # noqa: E402
+from memory.store.embedded import ensure_runtime_dir, start_server, stop_server  # noqa: E402
 
 ensure_runtime_dir()
 

@@ -27,9 +27,9 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from memory import HashEmbedder, MemoryManager, Settings
-from memory.db import Database, _configure
-from memory.embeddings import EmbeddingService
-from memory.isolation import user_tables
+from memory.store.db import Database, _configure
+from memory.retrieval.embeddings import EmbeddingService
+from memory.store.isolation import user_tables
 
 MODULUS = 8
 

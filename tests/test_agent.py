@@ -14,8 +14,8 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatResult
 
 from memory import LLMError, MemoryManager
-from memory.agent import MEMORY_TOOLS, MemoryAgent
-from memory.scripted import LABEL, ScriptedChatModel
+from memory.agent.loop import MEMORY_TOOLS, MemoryAgent
+from memory.llm.scripted import LABEL, ScriptedChatModel
 from toolbox import Toolbox
 
 WEATHER_CALLS: list[str] = []

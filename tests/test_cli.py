@@ -22,8 +22,8 @@ from click.testing import CliRunner, Result
 from psycopg import sql
 
 from memory import HashEmbedder, MemoryManager, Settings
-from memory.cli import main
-from memory.monitor import status_for, usable_budget
+from memory.cli.main import main
+from memory.consolidation.monitor import status_for, usable_budget
 
 EXPECTED_COMMANDS = {"init", "demo", "status", "threads", "show", "consolidate", "expand", "search", "facts",
                      "tools", "forget-user", "purge", "bench"}
@@ -323,7 +323,7 @@ def test_tools_list_and_search_read_the_stored_rows(run, cmm: MemoryManager) -> 
 def test_forget_user_asks_first(run, cmm: MemoryManager, user: str) -> None:
     write_thread(cmm, user, "f")
     cmm.remember(user, "stable_fact", "Works at Northwind")
-    from memory.retention import rows_of_user
+    from memory.tables.retention import rows_of_user
 
     with cmm.db.connection() as conn:
         held = sum(rows_of_user(conn, cmm.db.schema, user).values())

@@ -10,9 +10,9 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from memory import DatabaseUnavailableError, InvalidInputError, LLMError, NotFoundError
-from memory.formatting import CONVERSATION, FACTS, KNOWLEDGE, format_conversation, format_message
-from memory.structure import HEADINGS
-from memory.summarizer import Summarizer
+from memory.context.render import CONVERSATION, FACTS, KNOWLEDGE, format_conversation, format_message
+from memory.consolidation.summary_shape import HEADINGS
+from memory.consolidation.summarizer import Summarizer
 
 from fix_consolidation import (MARKING_CRASH, BarrierSummarizer, ScriptedChat, assert_consistent, call_all,
                                call_in_thread, fault_at_marking, foreign_label_words, raw_conn, section, seed_thread,
@@ -108,8 +108,8 @@ def test_an_unanswered_tool_call_is_never_split_from_its_result(mm, user, thread
 def test_late_tool_result_joins_its_call_turn():
     from datetime import datetime, timezone
 
-    from memory.consolidation import group_turns
-    from memory.models import Message
+    from memory.store.turns import group_turns
+    from memory.store.rows import Message
 
     def msg(i, role, **kw):
         return Message(id=i, user_id="u", thread_id="t", role=role, content=str(i),

@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from memory.cli import main
+from memory.cli.main import main
 
 from fix_consolidation import raw_conn, seed_thread, thread_state
 

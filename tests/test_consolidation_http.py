@@ -14,9 +14,9 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from memory.formatting import format_message
-from memory.llm import chat_model_from_env
-from memory.structure import HEADINGS, NONE_NOTED
+from memory.context.render import format_message
+from memory.llm.chat import chat_model_from_env
+from memory.consolidation.summary_shape import HEADINGS, NONE_NOTED
 
 from fix_consolidation import assert_consistent, foreign_label_words, raw_conn, seed_thread, thread_state
 from fix_llama import needs_llama

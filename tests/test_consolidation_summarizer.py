@@ -7,10 +7,10 @@ import re
 import pytest
 
 from memory import LLMError
-from memory.extractive import extractive_summary, references
-from memory.structure import HEADINGS, fit_label, parse_sections, render
-from memory.summarizer import Summarizer, pack
-from memory.tokens import count_tokens
+from memory.consolidation.extractive import extractive_summary, references
+from memory.consolidation.summary_shape import HEADINGS, fit_label, parse_sections, render
+from memory.consolidation.summarizer import Summarizer, pack
+from memory.context.tokens import count_tokens
 
 from fix_consolidation import (GOOD_ANSWER, ScriptedChat, assert_consistent, foreign_label_words, raw_conn, section,
                                seed_thread, thread_state)

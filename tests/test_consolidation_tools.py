@@ -7,7 +7,7 @@ import uuid
 
 from toolbox import Toolbox
 
-from memory.memory_tools import memory_tools, register_memory_tools
+from memory.agent.memory_tools import memory_tools, register_memory_tools
 
 from fix_consolidation import seed_thread
 

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.context import (CONSTRAINTS, STATUS, USER_MESSAGE, ContextBudgetError, ContextBuilder, ContextParts,
+from memory.context.builder import (CONSTRAINTS, STATUS, USER_MESSAGE, ContextBudgetError, ContextBuilder, ContextParts,
                             Passage, place_at_ends, select_passages)
-from memory.embeddings import HashEmbedder
-from memory.formatting import CONVERSATION, FACTS, FACTS_RULE, KNOWLEDGE, SUMMARIES
-from memory.models import Message
-from memory.tokens import count_tokens
+from memory.retrieval.embeddings import HashEmbedder
+from memory.context.render import CONVERSATION, FACTS, FACTS_RULE, KNOWLEDGE, SUMMARIES
+from memory.store.rows import Message
+from memory.context.tokens import count_tokens
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=timezone.utc)
 EMB = HashEmbedder(64)

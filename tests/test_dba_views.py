@@ -1,4 +1,4 @@
-"""The DBA views of migration 005, read with plain SQL and through memory.views."""
+"""The DBA views of migration 005, read with plain SQL and through memory.store.views."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from memory import HashEmbedder, MemoryManager, Settings
-from memory import views
-from memory.monitor import status_for, usable_budget
+from memory.store import views
+from memory.consolidation.monitor import status_for, usable_budget
 
 MESSAGES = [("user", "The nightly export EXP-2291 failed on rpt-03."), ("assistant", "Which error did it report?"),
             ("user", "Disk quota exceeded, the volume has 500 GB."), ("assistant", "Lower the retention to 7 days."),

@@ -7,7 +7,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from memory.cli import main
+from memory.cli.main import main
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """Ready for Citus: the catalog rules, the distribution plan, and ``agentmem distribute`` without Citus.
 
 Citus cannot be installed here, so readiness is shown against the rules Citus
-enforces for tables distributed on ``user_id`` (memory.distribution.check_schema
+enforces for tables distributed on ``user_id`` (memory.store.distribution.check_schema
 reads them from the catalog; each rule is shown to fire on a table that breaks it)
 and by the plan ``sql/citus_distribute.sql`` computes, run in its dry-run mode.
 """
@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from psycopg import sql
 
 from memory import HashEmbedder, MemoryManager, Settings
-from memory.cli import main
-from memory.distribution import check_schema, script_path
+from memory.cli.main import main
+from memory.store.distribution import check_schema, script_path
 
 
 @pytest.fixture(scope="module")

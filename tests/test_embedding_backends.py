@@ -21,11 +21,11 @@ import pytest
 from psycopg import sql
 
 from memory import EmbeddingModelMismatchError, HashEmbedder, MemoryManager, MiniLMEmbedder, Settings
-from memory import migrations
-from memory.embeddings import EmbeddingService
+from memory.store import migrations
+from memory.retrieval.embeddings import EmbeddingService
 from memory.errors import ConfigurationError, EmbeddingError
 from memory.manager import embedder_from_env
-from memory.onnx_minilm import OnnxMiniLMEmbedder, cached_model_path, model_dir
+from memory.retrieval.onnx_minilm import OnnxMiniLMEmbedder, cached_model_path, model_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,12 +116,12 @@ def test_onnx_export_is_cached_and_reused(onnx_minilm: OnnxMiniLMEmbedder, onnx_
     assert list(onnx_cache.glob("*.onnx")) == [onnx_minilm.path]  # no temp files left behind
     mtime = onnx_minilm.path.stat().st_mtime_ns
     # A second process-like load reuses the file: no export, so torch is never needed.
-    monkeypatch.setattr("memory.onnx_minilm.export_int8", lambda *a: pytest.fail("exported again"))
+    monkeypatch.setattr("memory.retrieval.onnx_minilm.export_int8", lambda *a: pytest.fail("exported again"))
     again = OnnxMiniLMEmbedder(onnx_cache, threads=1)
     assert not again.exported and again.path.stat().st_mtime_ns == mtime
     assert np.array_equal(again.embed(TEXTS[:2]), onnx_minilm.embed(TEXTS[:2]))
     # Another recipe or model package gets another file, never the stale one.
-    monkeypatch.setattr("memory.onnx_minilm.RECIPE", "another-recipe")
+    monkeypatch.setattr("memory.retrieval.onnx_minilm.RECIPE", "another-recipe")
     assert cached_model_path(onnx_cache, model_dir()) != onnx_minilm.path
 
 
@@ -201,7 +201,7 @@ def test_cli_search_with_the_cached_onnx_file_never_imports_torch(
                                        {"role": "user", "content": "The quarterly report is due on Friday."}])
     probe = (
         "import json, sys\n"
-        "from memory.cli import main\n"
+        "from memory.cli.main import main\n"
         "code = 0\ntry:\n"
         "    main(['search', 'which pet do I have', '--user', sys.argv[1], '-k', '1', '--json'])\n"
         "except SystemExit as exc:\n"

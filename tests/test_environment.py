@@ -17,9 +17,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from memory import HashEmbedder, MemoryManager, Settings, migrations
+from memory import HashEmbedder, MemoryManager, Settings
+from memory.store import migrations
 from memory.errors import ConfigurationError, DatabaseUnavailableError, MigrationError
-from memory.isolation import app_conninfo, create_app_role
+from memory.store.isolation import app_conninfo, create_app_role
 
 from fix_schemas import with_conninfo
 
@@ -76,7 +77,7 @@ def test_vector_extension_in_its_own_schema(settings, fresh_db):
 def test_dropped_vector_extension_is_refused_not_up_to_date(settings, fresh_db):
     from click.testing import CliRunner
 
-    from memory.cli import main
+    from memory.cli.main import main
 
     _open(settings, database_url=fresh_db).close()
     n = _vector_columns(fresh_db)
@@ -133,7 +134,7 @@ def test_init_against_an_address_that_never_answers_times_out(tmp_path):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "AGENTMEM_EMBEDDER": "hash", "AGENTMEM_CONNECT_TIMEOUT": "2",
                "AGENTMEM_DATABASE_URL": f"postgresql://nobody@127.0.0.1:{port}/db"}
         env.pop("PGCONNECT_TIMEOUT", None)
-        res = subprocess.run([sys.executable, "-m", "memory.cli", "init"], capture_output=True, text=True, env=env,
+        res = subprocess.run([sys.executable, "-m", "memory.cli.main", "init"], capture_output=True, text=True, env=env,
                              cwd=tmp_path, timeout=90)
     assert res.returncode == 1, res.stderr
     assert res.stderr.startswith("agentmem: error: cannot connect to PostgreSQL at ")
@@ -168,7 +169,7 @@ def test_server_stopped_and_started_again(settings, tmp_path, user):
     """A real restart of a private server: unavailable while down, working once it is back."""
     import pgserver
 
-    from memory.embedded import start_server, stop_server
+    from memory.store.embedded import start_server, stop_server
 
     data = Path("/tmp") / f"amr{uuid.uuid4().hex[:6]}"
     try:
@@ -249,7 +250,7 @@ def test_connection_string_that_is_not_one_is_a_configuration_error(settings, ur
 def test_bad_connection_string_in_the_cli_is_one_line_and_keeps_the_password(tmp_path):
     from click.testing import CliRunner
 
-    from memory.cli import main
+    from memory.cli.main import main
 
     result = CliRunner().invoke(main, ["init"], env={"AGENTMEM_DATABASE_URL": "user=me password=s3cret host",
                                                      "AGENTMEM_EMBEDDER": "hash"})

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory.fact_rules import Candidate, decide
+from memory.tables.fact_rules import Candidate, decide
 from memory.settings import Settings
 
 pytestmark = pytest.mark.slow

@@ -9,10 +9,10 @@ import pytest
 
 from memory import (FactCategoryError, FactRejectedError, FactTooLongError, InvalidInputError, MemoryManager,
                     NotFoundError, TooManyFactsError, fact_tools)
-from memory.fact_tools import register_fact_tools
-from memory.models import FACT_CATEGORIES
-from memory.fact_rules import Candidate, decide, negated, values
-from memory.formatting import FACTS, FACTS_RULE, split_sections
+from memory.agent.fact_tools import register_fact_tools
+from memory.store.rows import FACT_CATEGORIES
+from memory.tables.fact_rules import Candidate, decide, negated, values
+from memory.context.render import FACTS, FACTS_RULE, split_sections
 from toolbox import Toolbox
 
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from psycopg import sql
 
 from memory import AgentMemError, InvalidInputError, MemoryManager, NotFoundError, Settings
-from memory.context import ContextBuilder, ContextParts
-from memory.formatting import CONVERSATION, HEADINGS, split_sections
+from memory.context.builder import ContextBuilder, ContextParts
+from memory.context.render import CONVERSATION, HEADINGS, split_sections
 
 from fix_schemas import own_schema_manager, total_rows
 

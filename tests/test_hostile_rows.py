@@ -15,8 +15,8 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memory import AgentMemError, InvalidInputError, MemoryManager, Settings
-from memory.context import ContextBuilder, ContextParts
-from memory.formatting import format_conversation
+from memory.context.builder import ContextBuilder, ContextParts
+from memory.context.render import format_conversation
 
 from fix_schemas import own_schema_manager, total_rows
 
@@ -191,7 +191,7 @@ def test_a_row_dated_beyond_python_breaks_no_reader(mm, sql_conn, user, thread, 
     assert mm.summarize_conversation(thread, user).status == "summarized"
 
 
-# -- 6. every argument through memory.validation ----------------------------------------------
+# -- 6. every argument through memory.store.validation ----------------------------------------------
 def _bad_calls(mm: MemoryManager, user: str, thread: str) -> list[tuple[str, Any]]:
     return [
         ("limit", lambda: mm.read_conversational_memory(thread, user, limit=10**30)),

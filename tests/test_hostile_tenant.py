@@ -21,7 +21,7 @@ import pytest
 from psycopg import sql
 
 from memory import MemoryManager, create_app_role
-from memory.isolation import agentmem_tables
+from memory.store.isolation import agentmem_tables
 from memory_data import populate
 
 ROLE = "agentmem_hostile_test"

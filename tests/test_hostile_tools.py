@@ -20,7 +20,7 @@ from langchain_core.language_models.fake_chat_models import FakeMessagesListChat
 from langchain_core.messages import AIMessage, ToolMessage
 
 from memory import InvalidInputError, MemoryManager
-from memory.agent import MemoryAgent
+from memory.agent.loop import MemoryAgent
 from toolbox import Toolbox
 
 RELEASE = threading.Event()  # set at the end of each test: no abandoned tool thread outlives it

@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 
 from memory import AccessDeniedError, ConfigurationError, HashEmbedder, MemoryManager, NotFoundError, create_app_role
-from memory.isolation import row_security_status, user_tables
+from memory.store.isolation import row_security_status, user_tables
 from memory_data import populate
 
 APP_ROLE = "agentmem_app_test"
@@ -255,7 +255,7 @@ def test_create_app_role_is_idempotent_and_refuses_privileged_roles(pg_uri, mm, 
 def test_cli_creates_the_app_role(pg_uri, mm, sql_conn):
     from click.testing import CliRunner
 
-    from memory.cli import main
+    from memory.cli.main import main
 
     role = f"agentmem_cli_{uuid.uuid4().hex[:6]}"
     env = {"AGENTMEM_DATABASE_URL": pg_uri, "AGENTMEM_SCHEMA": mm.db.schema, "AGENTMEM_EMBEDDER": "hash",
@@ -275,8 +275,8 @@ def test_cli_forget_user_through_the_app_role_counts_and_deletes_the_users_rows(
     security an unscoped count saw nothing and said "has no rows" (exit 3)."""
     from click.testing import CliRunner
 
-    from memory.cli import main
-    from memory.retention import rows_of_user
+    from memory.cli.main import main
+    from memory.tables.retention import rows_of_user
 
     alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
     populate(mm, alice, thread, f"zq{uuid.uuid4().hex[:8]}")
@@ -302,7 +302,7 @@ def test_cli_forget_user_through_the_app_role_counts_and_deletes_the_users_rows(
 def test_cross_user_work_through_the_app_role_is_refused_not_silently_empty(app_mm, mm, user):
     """purge, the DBA views and listing every user's threads span users: through the app role
     they would see nothing and say so as if there were nothing."""
-    from memory import views
+    from memory.store import views
 
     with pytest.raises(AccessDeniedError, match="schema owner"):
         app_mm.purge_expired()

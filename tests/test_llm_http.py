@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from fix_llama import needs_llama
-from memory.agent import MemoryAgent
-from memory.llm import chat_model_from_env, complete
+from memory.agent.loop import MemoryAgent
+from memory.llm.chat import chat_model_from_env, complete
 from toolbox import Toolbox
 
 pytestmark = needs_llama

@@ -22,7 +22,7 @@ from typing import Iterator
 import pytest
 
 from memory import LLMError, MemoryAgent, Settings
-from memory.llm import chat_model_from_env, complete, make_openai_model, with_fallback
+from memory.llm.chat import chat_model_from_env, complete, make_openai_model, with_fallback
 from toolbox import Toolbox
 
 TIMEOUT = 3.0
@@ -198,7 +198,7 @@ def test_cli_consolidate_exits_with_the_extractive_summary(pg_uri: str, trickle:
             "                                   {'role': 'assistant', 'content': 'Deploying DEP-9 now.'}])\n")
     subprocess.run([sys.executable, "-c", seed], env=env, check=True, timeout=300)
     # Before the fix the process never exited (a worker thread kept reading the trickle).
-    proc = subprocess.run([sys.executable, "-m", "memory.cli", "consolidate", "t1", "--user", "u1", "--json"],
+    proc = subprocess.run([sys.executable, "-m", "memory.cli.main", "consolidate", "t1", "--user", "u1", "--json"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     [row] = json.loads(proc.stdout)

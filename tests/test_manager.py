@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from memory import InvalidInputError, NotFoundError
-from memory.formatting import CONVERSATION, ENTITIES, KNOWLEDGE, SUMMARIES, WORKFLOWS
+from memory.context.render import CONVERSATION, ENTITIES, KNOWLEDGE, SUMMARIES, WORKFLOWS
 
 
 def test_conversation_round_trip_oldest_first(mm, user, thread):

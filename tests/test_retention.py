@@ -10,8 +10,8 @@ import pytest
 from psycopg import sql
 
 from memory import ConfigurationError, HashEmbedder, MemoryManager
-from memory.isolation import user_tables
-from memory.retention import referencing_first, rows_of_user
+from memory.store.isolation import user_tables
+from memory.tables.retention import referencing_first, rows_of_user
 from memory_data import populate
 
 

@@ -22,8 +22,8 @@ from langchain_core.language_models.fake_chat_models import FakeMessagesListChat
 from langchain_core.messages import AIMessage
 
 from memory import InvalidInputError, MemoryManager
-from memory.agent import MemoryAgent
-from memory.embeddings import HashEmbedder
+from memory.agent.loop import MemoryAgent
+from memory.retrieval.embeddings import HashEmbedder
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 

@@ -14,9 +14,9 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from memory import InvalidInputError, MemoryManager
-from memory.search import SearchWeights
-from memory.search_tools import DEFAULT_TOOL_MIN_SCORE, search_tools
-from memory.timeparse import parse_time_range
+from memory.tables.search import SearchWeights
+from memory.agent.search_tool import DEFAULT_TOOL_MIN_SCORE, search_tools
+from memory.retrieval.time_phrases import parse_time_range
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 
@@ -213,7 +213,7 @@ def test_no_time_expression_no_range() -> None:
 
 
 def test_search_tool_binds_the_user_and_renders_references(mm: MemoryManager, user: str, thread: str) -> None:
-    from memory.search_tools import search_tools
+    from memory.agent.search_tool import search_tools
 
     other = f"other-{uuid.uuid4().hex[:8]}"
     chat(mm, other, thread, [("user", "My passport number is X1234567.")], NOW - timedelta(days=5))

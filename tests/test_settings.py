@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from memory import ConfigurationError, ConfigurationWarning, Settings
-from memory.cli import main
+from memory.cli.main import main
 from memory.settings import RETENTION_TABLES, env_name
 
 URL = {"AGENTMEM_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
@@ -89,7 +89,7 @@ def test_a_data_dir_that_cannot_be_a_directory_is_refused_without_a_url(tmp_path
 
 
 def test_the_embedded_server_refuses_an_unusable_data_dir_cleanly() -> None:
-    from memory.embedded import start_server
+    from memory.store.embedded import start_server
 
     with pytest.raises(ConfigurationError, match="AGENTMEM_DATA_DIR"):
         start_server(Path("/dev/null/x/y"))

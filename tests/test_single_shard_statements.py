@@ -18,7 +18,7 @@ import pytest
 
 from fix_partitioned import MODULUS, partition_by_user, recording_manager, remainder_of
 from memory import MemoryAgent
-from memory.distribution import check_schema
+from memory.store.distribution import check_schema
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from fix_consolidation import ScriptedChat
 from memory import MemoryManager
-from memory.structure import HEADINGS, render
-from memory.summarizer import Summarizer
-from memory.summary_fit import CUT, NOTE_PREFIX, fit_content
+from memory.consolidation.summary_shape import HEADINGS, render
+from memory.consolidation.summarizer import Summarizer
+from memory.consolidation.summary_fit import CUT, NOTE_PREFIX, fit_content
 
 UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.timeparse import EARLIEST, MONTHS, SEASONS, parse_time_range
+from memory.retrieval.time_phrases import EARLIEST, MONTHS, SEASONS, parse_time_range
 
 UTC = timezone.utc
 MONTH_NAMES = [m for m in MONTHS if len(m) > 3]  # the full names

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.errors import LLMError
-from memory.llm import complete
+from memory.llm.chat import complete
 
 MAX_DESCRIPTION_CHARS = 1_000
 MAX_QUERY_CHARS = 300

@@ -17,7 +17,7 @@ from datetime import datetime
 from psycopg.rows import class_row
 
 from memory.manager import MemoryManager
-from memory.validation import check_id, check_positive_int, check_text
+from memory.store.validation import check_id, check_positive_int, check_text
 
 from .ranking import rank_tools
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from memory._store import fuse_rankings
-from memory.db import Database
-from memory.embeddings import EmbeddingService
+from memory.retrieval.fusion import fuse_rankings
+from memory.store.db import Database
+from memory.retrieval.embeddings import EmbeddingService
 
 from . import store
 from .text import keyword_query

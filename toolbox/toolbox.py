@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
 
 from memory.errors import ConfigurationError, InvalidInputError
 from memory.manager import MemoryManager
-from memory.validation import check_id, check_json, check_number, check_positive_int, check_text
+from memory.store.validation import check_id, check_json, check_number, check_positive_int, check_text
 
 from . import store
 from .augment import Augmentation, augment
@@ -89,7 +89,7 @@ class Toolbox:
     """A namespace of tools stored in ``toolbox_memory``, runnable by this process.
 
     ``llm``: a LangChain chat model used by ``register_tool(augment=True)``, e.g.
-    ``memory.llm.chat_model_from_env()``; with None, augmentation falls back to the
+    ``memory.llm.chat.chat_model_from_env()``; with None, augmentation falls back to the
     docstring (and says so once per toolbox). ``output_limit``:
     outputs longer than this many characters reach the model as a preview plus the
     ``tool_log`` id of the full text.

@@ -1,0 +1,107 @@
+"""``search_memory`` as a tool the agent calls, and the rendering of its hits.
+
+Like :mod:`memory.agent.memory_tools`, the tool is a plain typed function (docstring =
+description, signature = schema) closed over one ``MemoryManager`` and one user: the
+model never chooses whose memory it reads. The user may be a zero-argument callable
+for a loop serving many users with one toolbox.
+
+A hit is rendered on one line with its date, thread and kind; a consolidated message
+carries ``[Summary ID: ...]`` and a summary is shown as its reference, label and a
+short excerpt, so the model can call ``expand_summary`` for the rest instead of the
+search pasting whole summaries into the context.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from memory.agent.memory_tools import UserRef, register_functions
+from memory.tables.search import MemoryHit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from memory.manager import MemoryManager
+
+
+
+#: Default threshold of the tool, for MiniLM scores. ``bench/recall.py`` measures the
+#: trade-off: at 0.35 about a third of unanswerable questions come back empty while
+#: answerable ones keep most of their evidence in the top 5; higher thresholds reject
+#: more unanswerable questions but start dropping evidence. A missed memory costs the
+#: agent more than a weak one it is told to judge, so the default leans to recall.
+DEFAULT_TOOL_MIN_SCORE = 0.35
+EXCERPT_CHARS = 300
+
+
+def format_hit(hit: MemoryHit) -> str:
+    when = hit.created_at.strftime("%Y-%m-%d %H:%M") if hit.created_at else "undated"
+    where = f" thread {hit.thread_id}" if hit.thread_id else ""
+    if hit.kind == "summary":
+        label, _, body = hit.content.partition("\n")
+        excerpt = " ".join(body.split())[:EXCERPT_CHARS]
+        return f"- [{when}{where}] [Summary ID: {hit.summary_id}] {label}: {excerpt}"
+    if hit.kind == "fact":
+        return f"- [{when}] fact ({hit.role}): {hit.content}"
+    ref = f" [Summary ID: {hit.summary_id}]" if hit.summary_id else ""
+    return f"- [{when}{where}]{ref} {hit.role}: {hit.content}"
+
+
+def format_hits(hits: Sequence[MemoryHit]) -> str:
+    if not hits:
+        return "No matching memories (nothing scored above the threshold)."
+    return "\n".join(format_hit(h) for h in hits)
+
+
+def search_tools(mm: "MemoryManager", user_id: UserRef, *, min_score: float | None = DEFAULT_TOOL_MIN_SCORE,
+                 now: Callable[[], datetime] | None = None) -> list[Callable[..., str]]:
+    """``[search_memory]`` bound to ``mm`` and ``user_id``.
+
+    ``now`` (a callable) is the clock relative expressions are resolved against; the
+    current time by default.
+    """
+
+    def current_user() -> str:
+        return user_id() if callable(user_id) else user_id
+
+    def search_memory(query: str, k: int = 5, thread_id: str | None = None, since: str | None = None,
+                      until: str | None = None) -> str:
+        """Search everything said in past conversations with this user, including consolidated ones.
+
+        Use it when the user refers to something said earlier that is not in your context
+        ("what was the name of that hotel?", "what did I tell you last May?"). Finds past
+        messages, conversation summaries and known facts by meaning and by keywords; a time
+        expression in the query ("last May", "two weeks ago") favours that period. Each
+        result shows its date and thread; a result with a [Summary ID: ...] can be opened
+        with expand_summary. An empty result means nothing relevant was found: say so
+        rather than guess.
+
+        Args:
+            query: what to look for, in natural language.
+            k: how many results to return (1-20).
+            thread_id: only search this conversation thread.
+            since: only results from this date on (YYYY-MM-DD).
+            until: only results before this date (YYYY-MM-DD).
+        """
+        hits = mm.search_memory(query, current_user(), k=max(1, min(int(k), 20)), thread_id=thread_id,
+                                since=_date(since, "since"), until=_date(until, "until"),
+                                now=now() if now else None, min_score=min_score)
+        return format_hits(hits)
+
+    return [search_memory]
+
+
+def register_search_tools(toolbox: Any, mm: "MemoryManager", user_id: UserRef, *, pin: bool = False,
+                          **kwargs: Any) -> list[str]:
+    """Register ``search_memory`` in ``toolbox`` (optionally pinned); returns the names."""
+    return register_functions(toolbox, search_tools(mm, user_id, **kwargs), pin=pin)
+
+
+def _date(value: str | None, field: str) -> datetime | None:
+    from memory.errors import InvalidInputError
+
+    if value is None or value == "":
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{field} must be a date like 2025-05-01, got {value!r}") from None

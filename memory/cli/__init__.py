@@ -1,0 +1,1 @@
+"""The ``agentmem`` command line (``main``), its output helpers and the demo."""

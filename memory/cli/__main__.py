@@ -1,0 +1,3 @@
+from memory.cli.main import main
+
+main()

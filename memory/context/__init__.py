@@ -1,0 +1,1 @@
+"""One turn's prompt: token counting, the rendered sections, the budgeted builder."""

@@ -1,0 +1,199 @@
+"""Connections: where the database is, the schema on it, and the pool to it.
+
+``connect()`` resolves the server (``AGENTMEM_DATABASE_URL``, then ``DATABASE_URL``,
+else the embedded server), applies pending migrations, checks the embedding
+dimension, and returns a :class:`Database` holding a ``psycopg_pool.ConnectionPool``.
+Every pooled connection has pgvector's types registered and ``search_path`` set to
+the agentmem schema in the pool's ``configure`` callback, so a transaction is simply
+``with db.pool.connection() as conn:``.
+
+Losing the server mid-session: a statement that fails because the connection is gone
+(psycopg ``OperationalError`` of a broken connection, SQLSTATE class 08 or 57P01-57P03)
+raises :class:`DatabaseUnavailableError` from ``db.connection()``, with the driver error
+as its cause. The broken connection is discarded, and every connection the pool held
+at that moment is pinged once when next handed out (psycopg_pool's ``check``) and
+replaced if dead: once the server is back, the next call works, with no round trip
+added while nothing goes wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from memory.store import conninfo as _conninfo, embedded, migrations
+from memory.store.dates import register_clamping_loaders
+from memory.errors import AccessDeniedError, DatabaseUnavailableError
+from memory.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Database:
+    """A migrated agentmem schema and a pool of configured connections to it."""
+
+    conninfo: str
+    schema: str
+    dimension: int
+    pool: ConnectionPool
+    embedded: bool = False
+    applied: list[str] = field(default_factory=list)
+    health: "_PoolHealth | None" = None
+
+    def connection(self, user_id: str | None = None) -> Any:
+        """``with db.connection() as conn:`` is one transaction.
+
+        With ``user_id`` the transaction first sets ``agentmem.user_id`` locally (it ends
+        with the transaction, so a pooled connection never carries it to the next user):
+        the key of the row-level-security policies that apply when agentmem connects
+        through a non-owner role (see ``memory.store.isolation``). The owner bypasses them.
+        """
+        return _transaction(self.pool, user_id, self.health)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _PoolHealth:
+    """When a connection was last found lost, and when each pooled connection was last known good.
+
+    The pool's ``check`` callback pings only connections older than the last loss, so
+    healthy operation costs nothing and a restart is absorbed on the next checkout.
+    """
+
+    def __init__(self) -> None:
+        self.lost_at = 0.0
+        self.good_at: "weakref.WeakKeyDictionary[psycopg.Connection, float]" = weakref.WeakKeyDictionary()
+
+    def configured(self, conn: psycopg.Connection) -> None:
+        self.good_at[conn] = time.monotonic()
+
+    def check(self, conn: psycopg.Connection) -> None:
+        if self.good_at.get(conn, 0.0) <= self.lost_at:
+            ConnectionPool.check_connection(conn)  # raises if dead: the pool discards it and tries another
+            self.good_at[conn] = time.monotonic()
+
+
+#: SQLSTATEs that mean the connection or the server went away (class 08, shutdowns).
+_LOST_STATES = ("57P01", "57P02", "57P03")
+
+
+def connection_lost(exc: BaseException, conn: psycopg.Connection | None = None) -> bool:
+    """Whether ``exc`` says the server or the connection is gone (not a bad statement)."""
+    if isinstance(exc, psycopg.InterfaceError):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    if state is None or state.startswith("08") or state in _LOST_STATES:
+        return True
+    return bool(conn is not None and conn.broken)
+
+
+@contextmanager
+def _transaction(pool: ConnectionPool, user_id: str | None,
+                 health: "_PoolHealth | None") -> Iterator[psycopg.Connection]:
+    used: psycopg.Connection | None = None
+    try:
+        with pool.connection() as conn:
+            used = conn
+            if user_id is not None:
+                # SET LOCAL, not set_config(): Citus forwards SET LOCAL commands to the workers
+                # (citus.propagate_set_commands = local), where the row-level policies run.
+                conn.execute(sql.SQL("SET LOCAL agentmem.user_id = {}").format(sql.Literal(user_id)))
+            yield conn
+    except PoolTimeout as exc:
+        raise DatabaseUnavailableError(
+            f"no database connection available: {exc}. Check that the server is running and reachable; "
+            "agentmem reconnects by itself once it is."
+        ) from exc
+    except psycopg.errors.InsufficientPrivilege as exc:
+        if user_id is None:
+            raise
+        raise AccessDeniedError(f"the database refused this for user {user_id[:60]!r}: {exc}".strip()) from exc
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        if not connection_lost(exc, used):
+            raise
+        if health is not None:
+            health.lost_at = time.monotonic()
+        raise DatabaseUnavailableError(
+            f"lost the connection to PostgreSQL: {str(exc).strip() or type(exc).__name__}. The call's transaction "
+            "did not complete; retry it once the server is back (agentmem reconnects by itself)."
+        ) from exc
+
+
+def resolve_conninfo(settings: Settings) -> tuple[str, bool]:
+    """The connection string to use and whether it is the embedded server."""
+    if settings.database_url:
+        _conninfo.check_conninfo(settings.database_url)
+        return settings.database_url, False
+    return embedded.start_server(settings.data_dir / "pg"), True
+
+
+def _configure(schema: str, health: _PoolHealth | None = None):
+    def configure(conn: psycopg.Connection) -> None:
+        ext = conn.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+            "WHERE e.extname = 'vector'"
+        ).fetchone()
+        # search_path first: register_vector looks the types up by name, and the extension
+        # may live in a schema of its own (CREATE EXTENSION vector SCHEMA ext, as on Supabase).
+        conn.execute(
+            sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(schema), sql.Identifier(ext[0] if ext else "public"))
+        )
+        register_vector(conn)
+        register_clamping_loaders(conn)
+        conn.commit()
+        if health is not None:
+            health.configured(conn)
+
+    return configure
+
+
+def connect(settings: Settings | None = None, *, dimension: int, model_name: str,
+            conninfo: str | None = None, backend: str = "") -> Database:
+    """Open (and migrate) the database described by ``settings``."""
+    settings = settings or Settings.from_env()
+    is_embedded = False
+    if conninfo is None:
+        conninfo, is_embedded = resolve_conninfo(settings)
+    else:
+        _conninfo.check_conninfo(conninfo)
+    applied = migrations.migrate(conninfo, schema=settings.schema, dimension=dimension, model_name=model_name,
+                                 backend=backend, connect_timeout=settings.connect_timeout)
+    if applied:
+        log.info("applied migrations: %s", ", ".join(applied))
+    health = _PoolHealth()
+    pool = ConnectionPool(
+        conninfo,
+        kwargs=_conninfo.timeout_kwargs(conninfo, settings.connect_timeout),
+        min_size=settings.pool_min_size,
+        max_size=settings.pool_max_size,
+        configure=_configure(settings.schema, health),
+        check=health.check,
+        open=False,
+        name="agentmem",
+    )
+    try:
+        pool.open(wait=True, timeout=30)
+    except PoolTimeout as exc:
+        pool.close()
+        raise DatabaseUnavailableError(f"could not open connections to {_conninfo.redact(conninfo)}: {exc}") from exc
+    return Database(conninfo=conninfo, schema=settings.schema, dimension=dimension, pool=pool,
+                    embedded=is_embedded, applied=applied, health=health)

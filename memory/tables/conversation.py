@@ -1,0 +1,163 @@
+"""Conversational (episodic) memory: every message of every thread.
+
+Reads of the working set return only rows whose ``summary_id`` is NULL, oldest
+first: once consolidation writes a summary id onto a row, the row leaves the
+working set for good (it stays in the table and can be expanded back).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Mapping
+
+from psycopg import sql
+from psycopg.rows import class_row, dict_row
+from psycopg.types.json import Jsonb
+
+from memory.tables.base import StoreBase, insert_returning, select_list
+from memory.errors import InvalidInputError
+from memory.store.isolation import require_owner
+from memory.store.rows import ROLES, Message
+from memory.store.validation import (check_bool, check_choice, check_datetime, check_object, check_optional_text,
+                         check_positive_int, check_text, check_tool_calls)
+
+_INSERT = sql.SQL(
+    "INSERT INTO conversational_memory (user_id, thread_id, role, content, tool_call_id, tool_name,"
+    " tool_args, tool_calls, metadata, created_at, embedding)"
+    " VALUES (%(user_id)s, %(thread_id)s, %(role)s, %(content)s, %(tool_call_id)s, %(tool_name)s,"
+    " %(tool_args)s, %(tool_calls)s, %(metadata)s, COALESCE(%(created_at)s, clock_timestamp()), %(embedding)s)"
+    " RETURNING {cols}"
+)
+
+
+@dataclass
+class NewMessage:
+    """A message to write; ``write_messages`` takes these or plain dicts."""
+
+    role: str
+    content: str
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    tool_args: Any = None
+    tool_calls: list[dict[str, Any]] | None = None
+    metadata: dict[str, Any] | None = None
+    created_at: datetime | None = None
+
+
+def embedding_text(role: str, content: str) -> str:
+    return f"{role}: {content}"
+
+
+class ConversationMixin(StoreBase):
+    def _check_message(self, msg: NewMessage | Mapping[str, Any]) -> NewMessage:
+        if isinstance(msg, Mapping):
+            unknown = set(msg) - set(NewMessage.__dataclass_fields__)
+            if unknown:
+                raise InvalidInputError(f"unknown message field(s): {', '.join(sorted(unknown))}")
+            try:
+                msg = NewMessage(**msg)
+            except TypeError as exc:
+                raise InvalidInputError(f"a message needs role and content: {exc}") from None
+        if not isinstance(msg, NewMessage):
+            raise InvalidInputError(f"a message must be a dict or NewMessage, got {type(msg).__name__}")
+        s = self.settings
+        check_choice(msg.role, "role", ROLES)
+        # Assistant messages that only carry tool calls may have empty content.
+        check_text(msg.content, "content", max_chars=s.max_content_chars,
+                   allow_empty=msg.role in ("assistant", "tool"))
+        check_optional_text(msg.tool_call_id, "tool_call_id", max_chars=s.max_id_chars)
+        check_optional_text(msg.tool_name, "tool_name", max_chars=s.max_id_chars)
+        check_object(msg.tool_args, "tool_args", max_chars=s.max_content_chars)
+        check_tool_calls(msg.tool_calls, max_chars=s.max_content_chars)
+        check_object(msg.metadata, "metadata", max_chars=s.max_content_chars)
+        check_datetime(msg.created_at, "created_at")
+        if msg.role == "tool" and not msg.tool_call_id:
+            raise InvalidInputError("a tool message needs the tool_call_id of the call it answers")
+        return msg
+
+    def write_conversational_memory(
+        self, user_id: str, thread_id: str, role: str, content: str, **fields: Any
+    ) -> Message:
+        """Store one message; see :meth:`write_messages` for batches."""
+        return self.write_messages(user_id, thread_id, [NewMessage(role=role, content=content, **fields)])[0]
+
+    def write_messages(
+        self, user_id: str, thread_id: str, messages: Iterable[NewMessage | Mapping[str, Any]],
+        *, embed: bool = True,
+    ) -> list[Message]:
+        """Store messages in order, in one transaction, embedding them in one batch.
+
+        Every message is validated first: if any is rejected, none is written.
+        """
+        uid, tid = self._uid(user_id), self._tid(thread_id)
+        if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+            raise InvalidInputError("messages must be a list of dicts or NewMessage objects")
+        checked = [self._check_message(m) for m in messages]
+        check_bool(embed, "embed")
+        if not checked:
+            return []
+        if len(checked) > self.settings.max_batch:
+            raise InvalidInputError(f"at most {self.settings.max_batch} messages per call")
+        vectors: list[Any] = [None] * len(checked)
+        if embed:
+            idx = [i for i, m in enumerate(checked) if m.content.strip()]
+            for i, vec in zip(idx, self._embed([embedding_text(checked[i].role, checked[i].content) for i in idx])):
+                vectors[i] = vec
+        rows = [
+            dict(user_id=uid, thread_id=tid, role=m.role, content=m.content, tool_call_id=m.tool_call_id,
+                 tool_name=m.tool_name,
+                 tool_args=Jsonb(m.tool_args) if m.tool_args is not None else None,
+                 tool_calls=Jsonb(m.tool_calls) if m.tool_calls is not None else None,
+                 metadata=Jsonb(m.metadata or {}), created_at=m.created_at, embedding=vectors[i])
+            for i, m in enumerate(checked)
+        ]
+        with self.db.connection(uid) as conn:
+            return insert_returning(conn, _INSERT.format(cols=select_list(Message)), rows, Message)
+
+    def read_conversational_memory(self, thread_id: str, user_id: str, limit: int | None = None) -> list[Message]:
+        """The thread's working set: unsummarized messages, oldest first.
+
+        With ``limit``, the most recent ``limit`` of them (still oldest first).
+        """
+        uid, tid = self._uid(user_id), self._tid(thread_id)
+        if limit is not None:
+            check_positive_int(limit, "limit")
+        q = (
+            "SELECT * FROM (SELECT {cols} FROM conversational_memory"
+            " WHERE user_id = %s AND thread_id = %s AND summary_id IS NULL"
+            " ORDER BY created_at DESC, id DESC LIMIT %s) t ORDER BY created_at, id"
+        )
+        stmt = sql.SQL(q).format(cols=select_list(Message))
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
+            return cur.execute(stmt, (uid, tid, limit)).fetchall()
+
+    def read_thread(self, thread_id: str, user_id: str, *, include_summarized: bool = True) -> list[Message]:
+        """Every message of a thread in order, summarized ones included by default."""
+        uid, tid = self._uid(user_id), self._tid(thread_id)
+        check_bool(include_summarized, "include_summarized")
+        cond = sql.SQL("") if include_summarized else sql.SQL(" AND summary_id IS NULL")
+        stmt = sql.SQL(
+            "SELECT {cols} FROM conversational_memory WHERE user_id = %s AND thread_id = %s{cond}"
+            " ORDER BY created_at, id"
+        ).format(cols=select_list(Message), cond=cond)
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
+            return cur.execute(stmt, (uid, tid)).fetchall()
+
+    def list_threads(self, user_id: str | None = None) -> list[dict[str, Any]]:
+        """Threads with their message counts, summarized vs not (all users when None: schema owner only)."""
+        params: tuple[Any, ...] = ()
+        where = sql.SQL("")
+        if user_id is not None:
+            where, params = sql.SQL("WHERE user_id = %s"), (self._uid(user_id),)
+        q = sql.SQL(
+            "SELECT user_id, thread_id, count(*) AS total,"
+            " count(*) FILTER (WHERE summary_id IS NULL) AS unsummarized,"
+            " count(*) FILTER (WHERE summary_id IS NOT NULL) AS summarized,"
+            " min(created_at) AS first_at, max(created_at) AS last_at"
+            " FROM conversational_memory {where} GROUP BY user_id, thread_id ORDER BY max(created_at) DESC"
+        ).format(where=where)
+        with self.db.connection(params[0] if params else None) as conn, conn.cursor(row_factory=dict_row) as cur:
+            if not params:
+                require_owner(conn, "listing every user's threads")
+            return cur.execute(q, params).fetchall()

@@ -1,0 +1,53 @@
+"""Entity memory: people, projects, ids and places the user mentioned.
+
+Writing an entity that exists (same user, name and type) counts a mention and keeps
+the longer description, so repeated mentions never duplicate rows.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+from psycopg.rows import class_row
+
+from memory.tables.base import StoreBase, select_list
+from memory.store.rows import Entity
+from memory.store.validation import check_text
+
+
+class EntityMixin(StoreBase):
+    def write_entity(self, user_id: str, name: str, entity_type: str = "unknown",
+                     description: str = "") -> Entity:
+        uid = self._uid(user_id)
+        name = check_text(name, "name", max_chars=500)
+        entity_type = check_text(entity_type, "entity_type", max_chars=100)
+        description = check_text(description, "description", max_chars=self.settings.max_content_chars,
+                                 allow_empty=True)
+        vec = self._embed([f"{name} ({entity_type}): {description}"])[0]
+        stmt = sql.SQL(
+            "INSERT INTO entity_memory AS e (user_id, name, entity_type, description, embedding)"
+            " VALUES (%s, %s, %s, %s, %s)"
+            " ON CONFLICT (user_id, name, entity_type) DO UPDATE SET"
+            " mention_count = e.mention_count + 1, last_seen = clock_timestamp(),"
+            " description = CASE WHEN length(EXCLUDED.description) > length(e.description)"
+            "   THEN EXCLUDED.description ELSE e.description END,"
+            " embedding = CASE WHEN length(EXCLUDED.description) > length(e.description)"
+            "   THEN EXCLUDED.embedding ELSE e.embedding END"
+            " RETURNING {cols}, NULL::float8 AS score"
+        ).format(cols=select_list(Entity))
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Entity)) as cur:
+            row = cur.execute(stmt, (uid, name, entity_type, description, vec)).fetchone()
+        assert row is not None
+        return row
+
+    def read_entities(self, user_id: str, query: str | None = None, k: int = 10) -> list[Entity]:
+        """Entities relevant to ``query``, or the most recently seen ones without a query."""
+        uid = self._uid(user_id)
+        if query is not None:
+            return self._similar("entity_memory", Entity, query, sql.SQL("user_id = %(uid)s"), {"uid": uid},
+                                 k=self._k(k))
+        stmt = sql.SQL(
+            "SELECT {cols}, NULL::float8 AS score FROM entity_memory WHERE user_id = %s"
+            " ORDER BY last_seen DESC LIMIT %s"
+        ).format(cols=select_list(Entity))
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Entity)) as cur:
+            return cur.execute(stmt, (uid, self._k(k))).fetchall()

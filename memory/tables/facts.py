@@ -1,0 +1,215 @@
+"""Durable facts: what the user wants remembered across conversations.
+
+Facts are written on purpose (``remember``), never inferred in bulk: a category
+(preference, constraint, stable_fact), one line of at most ``fact_max_chars``
+characters, at most ``max_active_facts`` active facts per user. Each rule broken
+raises a :class:`~memory.errors.FactRejectedError` whose ``code`` and ``hint`` tell
+the model how to fix its call (``memory.agent.fact_tools`` turns them into tool results).
+
+A new fact is compared with the user's active facts (``memory.tables.fact_rules``): the
+same words leave the fact unchanged, a near-duplicate updates it in place, a
+contradiction supersedes it (the old row gets ``valid_to`` and ``superseded_by`` and
+stays as history). ``replaces=fact_id`` makes the supersession explicit. Nothing is
+deleted: ``forget`` retires a fact (``valid_to``) unless ``purge=True``.
+
+All of one user's fact writes are serialised by a transaction-level advisory lock,
+so the cap and the duplicate check see every concurrent write.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from psycopg import sql
+from psycopg.rows import class_row
+
+from memory.tables.base import StoreBase, select_list
+from memory.errors import FactCategoryError, FactRejectedError, FactTooLongError, NotFoundError, TooManyFactsError
+from memory.tables.fact_rules import Candidate, Decision, decide
+from memory.context.render import format_facts
+from memory.store.rows import FACT_CATEGORIES, Fact
+from memory.store.validation import check_bool, check_text, check_uuid
+
+_COLS = select_list(Fact)
+_ACTIVE = sql.SQL("SELECT {cols}, NULL::float8 AS score FROM fact_memory WHERE user_id = %s AND valid_to IS NULL"
+                  " ORDER BY valid_from, id").format(cols=_COLS)
+
+
+#: A fact is one line: every character ``str.splitlines`` breaks on is refused.
+_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+@dataclass
+class Remembered:
+    """What ``remember`` did: ``action`` is created, updated, superseded or unchanged."""
+
+    action: str
+    fact: Fact
+    previous: Fact | None = None
+    reason: str = ""
+
+
+def _cosine(a: Any, b: Any) -> float:
+    a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / denom if denom else 0.0
+
+
+class FactMixin(StoreBase):
+    # -- validation -------------------------------------------------------------------
+    def _fact_category(self, category: Any) -> str:
+        if category not in FACT_CATEGORIES:
+            raise FactCategoryError(f"category {str(category)[:40]!r} is not allowed",
+                                    hint=f"use one of {', '.join(FACT_CATEGORIES)}")
+        return str(category)
+
+    def _fact_content(self, content: Any) -> str:
+        text = check_text(content, "content", max_chars=self.settings.max_content_chars)
+        if any(c in _LINE_BREAKS for c in text):
+            raise FactRejectedError("content spans several lines", code="fact_multiline",
+                                    hint="state one fact on one line; call remember once per fact")
+        limit = self.settings.fact_max_chars
+        if len(text) > limit:
+            raise FactTooLongError(f"content is {len(text)} characters; the limit is {limit}",
+                                   hint=f"shorten it to one plain sentence of at most {limit} characters")
+        return text
+
+    # -- writes ---------------------------------------------------------------------
+    def remember(self, user_id: str, category: str, content: str, *, replaces: str | uuid.UUID | None = None,
+                 source_message_id: int | None = None) -> Remembered:
+        """Store a durable fact, updating a near-duplicate or superseding a contradicted one."""
+        uid = self._uid(user_id)
+        category = self._fact_category(category)
+        content = self._fact_content(content)
+        target = check_uuid(replaces, "replaces") if replaces is not None else None
+        if source_message_id is not None and (isinstance(source_message_id, bool)
+                                              or not isinstance(source_message_id, int)
+                                              or not 0 < source_message_id < 2**63):
+            raise FactRejectedError(f"source_message_id {source_message_id!r} is not a message id",
+                                    hint="pass the integer id of the message the fact came from, or nothing")
+        vec = self._embed([content])[0]
+        with self.db.connection(uid) as conn:
+            return self._apply_fact(conn, uid, category, content, vec, target=target,
+                                    source_message_id=source_message_id)
+
+    def _apply_fact(self, conn: Any, uid: str, category: str, content: str, vec: Any, *,
+                    target: uuid.UUID | None, source_message_id: int | None) -> Remembered:
+        """Decide and write inside the caller's transaction (also used by corrections)."""
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("agentmem.facts:" + uid,))
+        rows = conn.execute("SELECT id, category, content, embedding FROM fact_memory"
+                            " WHERE user_id = %s AND valid_to IS NULL", (uid,)).fetchall()
+        candidates = [Candidate(r[0], r[1], r[2], _cosine(vec, r[3]) if r[3] is not None else 0.0) for r in rows]
+        if target is not None:
+            chosen = [c for c in candidates if c.key == target]
+            if not chosen:
+                raise NotFoundError(f"fact {target} is not an active fact of this user; call recall for current ids")
+            decision = Decision("superseded", chosen[0], "replaces was given")
+        else:
+            s = self.settings
+            decision = decide(content, category, candidates, related=s.fact_related_similarity,
+                              duplicate=s.fact_duplicate_similarity)
+        if decision.action == "created" and len(rows) >= self.settings.max_active_facts:
+            raise TooManyFactsError(
+                f"this user already has {len(rows)} active facts; the limit is {self.settings.max_active_facts}",
+                hint="forget(fact_id) one that no longer matters (recall lists them), "
+                     "or restate an existing fact so it is updated instead")
+        with conn.cursor(row_factory=class_row(Fact)) as cur:
+            previous = None
+            if decision.target is not None:
+                previous = cur.execute(sql.SQL("SELECT {cols}, NULL::float8 AS score FROM fact_memory"
+                                               " WHERE user_id = %s AND id = %s")
+                                       .format(cols=_COLS), (uid, decision.target.key)).fetchone()
+            if decision.action == "unchanged":
+                fact = cur.execute(sql.SQL("UPDATE fact_memory SET updated_at = clock_timestamp()"
+                                           " WHERE user_id = %s AND id = %s"
+                                           " RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
+                                   (uid, decision.target.key)).fetchone()  # type: ignore[union-attr]
+            elif decision.action == "updated":
+                fact = cur.execute(sql.SQL(
+                    "UPDATE fact_memory SET content = %s, category = %s, embedding = %s,"
+                    " source_message_id = coalesce(%s, source_message_id), updated_at = clock_timestamp()"
+                    " WHERE user_id = %s AND id = %s RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
+                    (content, category, vec, source_message_id, uid, decision.target.key)).fetchone()  # type: ignore[union-attr]
+            else:
+                fact = cur.execute(sql.SQL(
+                    "INSERT INTO fact_memory (user_id, category, content, source_message_id, embedding)"
+                    " VALUES (%s, %s, %s, %s, %s) RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
+                    (uid, category, content, source_message_id, vec)).fetchone()
+                if decision.action == "superseded":
+                    assert fact is not None and decision.target is not None
+                    previous = cur.execute(sql.SQL(
+                        "UPDATE fact_memory SET valid_to = %s, superseded_by = %s, updated_at = clock_timestamp()"
+                        " WHERE user_id = %s AND id = %s RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
+                        (fact.valid_from, fact.id, uid, decision.target.key)).fetchone()
+        assert fact is not None
+        return Remembered(decision.action, fact, previous, decision.reason)
+
+    def forget(self, fact_id: str | uuid.UUID, user_id: str, *, purge: bool = False) -> Fact:
+        """Retire an active fact (``valid_to`` = now, kept as history); ``purge=True`` deletes the row."""
+        fid, uid = check_uuid(fact_id, "fact_id"), self._uid(user_id)
+        check_bool(purge, "purge")
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("agentmem.facts:" + uid,))
+            if purge:
+                # The fact it superseded stops pointing at it (the key is NO ACTION: migration 008).
+                conn.execute("UPDATE fact_memory SET superseded_by = NULL WHERE user_id = %s AND superseded_by = %s",
+                             (uid, fid))
+                stmt = sql.SQL("DELETE FROM fact_memory WHERE id = %s AND user_id = %s"
+                               " RETURNING {cols}, NULL::float8 AS score")
+            else:
+                stmt = sql.SQL("UPDATE fact_memory SET valid_to = clock_timestamp(), updated_at = clock_timestamp()"
+                               " WHERE id = %s AND user_id = %s AND valid_to IS NULL"
+                               " RETURNING {cols}, NULL::float8 AS score")
+            row = cur.execute(stmt.format(cols=_COLS), (fid, uid)).fetchone()
+        if row is None:
+            raise NotFoundError(f"fact {fid} is not an active fact of this user")
+        return row
+
+    # -- reads ----------------------------------------------------------------------
+    def read_facts(self, user_id: str) -> list[Fact]:
+        """The user's active facts, oldest first (what a conversation starts with)."""
+        uid = self._uid(user_id)
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
+            return cur.execute(_ACTIVE, (uid,)).fetchall()
+
+    def recall(self, user_id: str, query: str | None = None, k: int = 10, *,
+               include_history: bool = False) -> list[Fact]:
+        """Active facts most relevant to ``query`` (all active facts without one).
+
+        ``include_history`` also returns retired and superseded versions.
+        """
+        uid = self._uid(user_id)
+        check_bool(include_history, "include_history")
+        active = sql.SQL("") if include_history else sql.SQL(" AND valid_to IS NULL")
+        if query is not None and not (isinstance(query, str) and not query.strip()):
+            return self._similar("fact_memory", Fact, query, sql.SQL("user_id = %(uid)s") + active,  # type: ignore[arg-type]
+                                 {"uid": uid}, k=self._k(k))
+        stmt = sql.SQL("SELECT {cols}, NULL::float8 AS score FROM fact_memory WHERE user_id = %s{active}"
+                       " ORDER BY valid_from, id LIMIT %s").format(cols=_COLS, active=active)
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
+            return cur.execute(stmt, (uid, self._k(k))).fetchall()
+
+    def fact_history(self, fact_id: str | uuid.UUID, user_id: str) -> list[Fact]:
+        """Every version in the supersession chain through ``fact_id``, oldest first."""
+        fid, uid = check_uuid(fact_id, "fact_id"), self._uid(user_id)
+        stmt = sql.SQL(
+            "WITH RECURSIVE back(id) AS (SELECT id FROM fact_memory WHERE id = %(fid)s AND user_id = %(uid)s"
+            " UNION SELECT f.id FROM fact_memory f JOIN back b ON f.superseded_by = b.id WHERE f.user_id = %(uid)s),"
+            " fwd(id) AS (SELECT id FROM fact_memory WHERE id = %(fid)s AND user_id = %(uid)s"
+            " UNION SELECT f.superseded_by FROM fact_memory f JOIN fwd ON f.id = fwd.id"
+            " WHERE f.superseded_by IS NOT NULL AND f.user_id = %(uid)s)"
+            " SELECT {cols}, NULL::float8 AS score FROM fact_memory WHERE user_id = %(uid)s"
+            " AND id IN (SELECT id FROM back UNION SELECT id FROM fwd) ORDER BY valid_from, id"
+        ).format(cols=_COLS)
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
+            rows = cur.execute(stmt, {"fid": fid, "uid": uid}).fetchall()
+        if not rows:
+            raise NotFoundError(f"fact {fid} not found for this user")
+        return rows
+
+    def facts_section(self, user_id: str) -> str:
+        """``## Known Facts`` with the rule that what the user says now wins."""
+        return format_facts(self.read_facts(user_id))

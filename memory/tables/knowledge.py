@@ -1,0 +1,51 @@
+"""Knowledge memory: documents and passages the agent may cite."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Iterable, Mapping
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from memory.tables.base import StoreBase, insert_returning, select_list
+from memory.errors import InvalidInputError
+from memory.store.rows import KnowledgeItem
+from memory.store.validation import check_bool, check_object, check_text
+
+
+class KnowledgeMixin(StoreBase):
+    def write_knowledge(self, user_id: str, content: str, source: str = "",
+                        metadata: dict[str, Any] | None = None) -> KnowledgeItem:
+        return self.write_knowledge_batch(user_id, [{"content": content, "source": source, "metadata": metadata}])[0]
+
+    def write_knowledge_batch(self, user_id: str, items: Iterable[Mapping[str, Any]]) -> list[KnowledgeItem]:
+        """Store passages (dicts with content, optional source and metadata) in one transaction."""
+        uid = self._uid(user_id)
+        rows: list[dict[str, Any]] = []
+        for item in items:
+            if not isinstance(item, Mapping):
+                raise InvalidInputError("each knowledge item must be a dict with at least 'content'")
+            content = self._content(item.get("content"))
+            source = check_text(item.get("source") or "", "source", max_chars=2000, allow_empty=True)
+            metadata = check_object(item.get("metadata"), "metadata", max_chars=self.settings.max_content_chars)
+            rows.append(dict(user_id=uid, content=content, source=source, metadata=Jsonb(metadata or {}),
+                             content_hash=hashlib.sha256(content.encode()).hexdigest()))
+        if not rows:
+            return []
+        for row, vec in zip(rows, self._embed([r["content"] for r in rows])):
+            row["embedding"] = vec
+        stmt = sql.SQL(
+            "INSERT INTO knowledge_memory (user_id, content, source, metadata, content_hash, embedding)"
+            " VALUES (%(user_id)s, %(content)s, %(source)s, %(metadata)s, %(content_hash)s, %(embedding)s)"
+            " RETURNING {cols}, NULL::float8 AS score"
+        ).format(cols=select_list(KnowledgeItem))
+        with self.db.connection(uid) as conn:
+            return insert_returning(conn, stmt, rows, KnowledgeItem)
+
+    def read_knowledge(self, query: str, user_id: str, k: int = 5, *, hybrid: bool = True) -> list[KnowledgeItem]:
+        """Passages of this user most relevant to ``query``."""
+        uid = self._uid(user_id)
+        check_bool(hybrid, "hybrid")
+        return self._similar("knowledge_memory", KnowledgeItem, query, sql.SQL("user_id = %(uid)s"),
+                             {"uid": uid}, k=self._k(k), hybrid=hybrid)

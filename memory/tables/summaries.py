@@ -1,0 +1,105 @@
+"""Summary (semantic) memory: structured summaries of consolidated conversation.
+
+A summary is referenced in a context as ``[Summary ID: <uuid>] <label>``; the
+consolidation pipeline (``memory.consolidation.writeback``) writes the summary and marks its
+source rows in one transaction. Another user's summary id is simply not found.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from psycopg import sql
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from memory.tables.base import StoreBase, select_list
+from memory.errors import NotFoundError
+from memory.store.rows import Summary
+from memory.store.validation import (check_count, check_datetime, check_object, check_optional_count, check_positive_int,
+                         check_text, check_uuid)
+
+_INSERT = sql.SQL(
+    "INSERT INTO summary_memory (summary_id, user_id, thread_id, description, content, source_count,"
+    " first_message_at, last_message_at, source_tokens, summary_tokens, metadata, embedding)"
+    " VALUES (%(summary_id)s, %(user_id)s, %(thread_id)s, %(description)s, %(content)s, %(source_count)s,"
+    " %(first_message_at)s, %(last_message_at)s, %(source_tokens)s, %(summary_tokens)s, %(metadata)s,"
+    " %(embedding)s) RETURNING {cols}, NULL::float8 AS score"
+)
+
+
+class SummaryMixin(StoreBase):
+    def _summary_row(self, user_id: str, thread_id: str | None, description: str, content: str,
+                     **extra: Any) -> dict[str, Any]:
+        """Validated parameters for one summary insert (embedding included)."""
+        uid = self._uid(user_id)
+        tid = self._tid(thread_id) if thread_id is not None else None
+        description = check_text(description, "description", max_chars=500)
+        content = self._content(content)
+        metadata = check_object(extra.get("metadata"), "metadata", max_chars=self.settings.max_content_chars)
+        summary_id = extra.get("summary_id")
+        return dict(
+            summary_id=check_uuid(summary_id, "summary_id") if summary_id is not None else uuid.uuid4(),
+            user_id=uid, thread_id=tid, description=description, content=content,
+            source_count=check_count(extra.get("source_count", 0), "source_count"),
+            first_message_at=check_datetime(extra.get("first_message_at"), "first_message_at"),
+            last_message_at=check_datetime(extra.get("last_message_at"), "last_message_at"),
+            source_tokens=check_optional_count(extra.get("source_tokens"), "source_tokens"),
+            summary_tokens=check_optional_count(extra.get("summary_tokens"), "summary_tokens"),
+            metadata=Jsonb(metadata or {}), embedding=self._embed([f"{description}\n{content}"])[0],
+        )
+
+    def _insert_summary(self, conn: Any, row: dict[str, Any]) -> Summary:
+        with conn.cursor(row_factory=class_row(Summary)) as cur:
+            out = cur.execute(_INSERT.format(cols=select_list(Summary)), row).fetchone()
+        assert out is not None
+        return out  # type: ignore[no-any-return]
+
+    def write_summary(self, user_id: str, thread_id: str | None, description: str, content: str, *,
+                      source_count: int = 0, first_message_at: datetime | None = None,
+                      last_message_at: datetime | None = None, metadata: dict[str, Any] | None = None) -> Summary:
+        """Store a free-standing summary (no rows marked; see ``summarize_conversation`` for that)."""
+        row = self._summary_row(user_id, thread_id, description, content, source_count=source_count,
+                                first_message_at=first_message_at, last_message_at=last_message_at,
+                                metadata=metadata)
+        with self.db.connection(row["user_id"]) as conn:
+            return self._insert_summary(conn, row)
+
+    def read_summary_by_id(self, summary_id: str | uuid.UUID, user_id: str) -> Summary:
+        """The summary, if it is this user's; NotFoundError otherwise."""
+        sid, uid = check_uuid(summary_id, "summary_id"), self._uid(user_id)
+        stmt = sql.SQL("SELECT {cols}, NULL::float8 AS score FROM summary_memory"
+                       " WHERE summary_id = %s AND user_id = %s").format(cols=select_list(Summary))
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
+            row = cur.execute(stmt, (sid, uid)).fetchone()
+        if row is None:
+            raise NotFoundError(f"summary {sid} not found for this user")
+        return row
+
+    def read_summaries(self, user_id: str, thread_id: str | None = None, limit: int = 50) -> list[Summary]:
+        """This user's summaries (of one thread, if given), oldest first."""
+        uid = self._uid(user_id)
+        tid = self._tid(thread_id) if thread_id is not None else None
+        stmt = sql.SQL(
+            "SELECT * FROM (SELECT {cols}, NULL::float8 AS score FROM summary_memory WHERE user_id = %s"
+            " AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC LIMIT %s) s ORDER BY created_at"
+        ).format(cols=select_list(Summary))
+        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
+            return cur.execute(stmt, (uid, tid, tid, check_positive_int(limit, "limit", maximum=1000))).fetchall()
+
+    def read_summary_memory(self, query: str, user_id: str, k: int = 3, *,
+                            thread_id: str | None = None) -> list[Summary]:
+        """Summaries most relevant to ``query``."""
+        uid = self._uid(user_id)
+        where = sql.SQL("user_id = %(uid)s")
+        params: dict[str, Any] = {"uid": uid}
+        if thread_id is not None:
+            where = sql.SQL("user_id = %(uid)s AND thread_id = %(tid)s")
+            params["tid"] = self._tid(thread_id)
+        return self._similar("summary_memory", Summary, query, where, params, k=self._k(k))
+
+    def summary_references(self, user_id: str, thread_id: str | None = None) -> list[str]:
+        """``[Summary ID: id] label`` lines for this user's summaries, oldest first."""
+        return [s.reference for s in self.read_summaries(user_id, thread_id)]
