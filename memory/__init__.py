@@ -7,6 +7,7 @@ from memory.tables.conversation import NewMessage
 from memory.tables.corrections import Correction
 from memory.store.db import Database, connect
 from memory.retrieval.embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
+from memory.retrieval.hits import Hit
 from memory.errors import (AccessDeniedError, AgentMemError, ConfigurationError, ConfigurationWarning, DatabaseUnavailableError,
                      DimensionMismatchError, EmbeddingError, EmbeddingModelMismatchError, FactCategoryError, FactRejectedError, FactTooLongError,
                      InvalidInputError, LLMError, MigrationError, NotFoundError, TooManyFactsError,
@@ -31,7 +32,7 @@ __all__ = [
     "MemoryManager", "Settings", "Database", "connect",
     # rows
     "Entity", "Fact", "KnowledgeItem", "Message", "NewMessage", "Summary", "ToolLogEntry", "Workflow",
-    "Correction", "Remembered", "MemoryHit", "SearchWeights",
+    "Correction", "Remembered", "Hit", "MemoryHit", "SearchWeights",
     # embeddings
     "Embedder", "EmbeddingService", "HashEmbedder", "MiniLMEmbedder",
     # monitor and consolidation
