@@ -12,7 +12,6 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, Field
 
 from toolbox import ToolSchemaError, describe_function, split_identifier
-from toolbox.docstring import parse_docstring
 from toolbox.text import keyword_query, search_text
 
 
@@ -140,7 +139,10 @@ def test_docstring_google_sphinx_and_numpy_parameters() -> None:
     assert describe_function(sphinx).parameters["properties"]["to"]["description"] == "recipient address"
     assert describe_function(sphinx).description == "Send an email."
     assert describe_function(numpy).parameters["properties"]["x"]["description"] == "The number."
-    assert parse_docstring(None).description == ""
+
+    def undocumented(x: int) -> None:
+        pass
+    assert describe_function(undocumented).description == "undocumented."
 
 
 def test_bound_methods_closures_partials_and_name_override() -> None:
@@ -200,3 +202,36 @@ def test_identifiers_are_split_into_words_for_both_indexes() -> None:
                        ["is it raining in Oslo"])
     assert text.splitlines() == ["get weather", "Current weather.", "Parameters: city name: City",
                                  "is it raining in Oslo"]
+
+
+def test_parameter_names_that_are_pydantic_attributes_and_undescribable_hints() -> None:
+    def tool(schema: str, json: int, model_config: bool = False) -> None:
+        """Names a pydantic model could not have as fields."""
+    params = describe_function(tool).parameters
+    assert list(params["properties"]) == ["schema", "json", "model_config"]
+    assert params["required"] == ["schema", "json"]
+
+    def nested_keys(m: list[dict[int, str]]) -> None:
+        """x"""
+    with pytest.raises(ToolSchemaError, match="keys"):
+        describe_function(nested_keys)
+
+    class Opaque:
+        pass
+
+    def opaque(x: Opaque) -> None:
+        """x"""
+    opaque.__annotations__ = {"x": Opaque}
+    with pytest.raises(ToolSchemaError, match="cannot be described"):
+        describe_function(opaque)
+
+
+def test_a_property_called_title_survives_the_tidying() -> None:
+    class Book(BaseModel):
+        title: str
+
+    def add(book: Book) -> None:
+        """Add a book."""
+    add.__annotations__ = {"book": Book}
+    schema = describe_function(add).parameters["properties"]["book"]
+    assert schema["properties"] == {"title": {"type": "string"}} and "title" not in schema

@@ -16,8 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory.errors import LLMError
-from memory.llm.chat import complete
+from memory import LLMError, complete
 
 MAX_DESCRIPTION_CHARS = 1_000
 MAX_QUERY_CHARS = 300

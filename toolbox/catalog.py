@@ -16,7 +16,7 @@ from datetime import datetime
 
 from psycopg.rows import class_row
 
-from memory.manager import MemoryManager
+from memory import MemoryManager
 from memory.store.validation import check_id, check_positive_int, check_text
 
 from .ranking import rank_tools

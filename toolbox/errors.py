@@ -9,7 +9,7 @@ them as a structured :class:`~toolbox.models.ToolResult` the model can act on.
 
 from __future__ import annotations
 
-from memory.errors import AgentMemError, InvalidInputError, NotFoundError
+from memory import AgentMemError, InvalidInputError, NotFoundError
 
 
 class ToolboxError(AgentMemError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from memory.retrieval.fusion import fuse_rankings
-from memory.store.db import Database
+from memory import Database
 from memory.retrieval.embeddings import EmbeddingService
 
 from . import store

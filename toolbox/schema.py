@@ -1,57 +1,47 @@
-"""A function's JSON schema (OpenAI tools format) from its type hints and docstring.
+"""A function's JSON schema (OpenAI tools format) from its signature and docstring.
 
-The signature is the schema: each parameter becomes a property typed from its hint,
-documented from the docstring (``docstring.py``), required unless it has a default.
-Hints map as follows; anything else pydantic can describe (datetime, UUID, TypedDict,
-dataclasses) is delegated to pydantic, and what nobody can describe is a clear
-:class:`~toolbox.errors.ToolSchemaError` at registration, not a surprise at call time.
+The signature is the schema, and pydantic writes it: the parameters become the fields
+of a model built with ``create_model`` (each under its own name as an alias, so a
+parameter may be called ``schema`` or ``json``), and ``model_json_schema()`` describes
+every hint pydantic knows (str, int, list[X], dict[str, X], Optional, Literal, Enum,
+datetime, UUID, TypedDict, dataclasses, pydantic models...). The docstring gives the
+description and each parameter's text (``docstring_parser``: Google, reST/Sphinx and
+NumPy layouts). What is left here is what neither does:
 
-==============================  =============================================
-hint                            schema
-==============================  =============================================
-``str`` / ``int`` / ``float``   ``string`` / ``integer`` / ``number``
-``bool``                        ``boolean``
-``list[X]`` / ``tuple`` / set   ``array`` (``items`` from X)
-``dict[str, X]``                ``object`` (``additionalProperties`` from X)
-``Optional[X]`` / ``X | None``  X's schema, also accepting ``null``
-``Literal["a", "b"]``           ``enum`` (with the values' JSON type)
-``Enum`` subclass               ``enum`` of the members' values
-pydantic ``BaseModel``          the model's schema, ``$defs`` hoisted to the top
-``Annotated[X, "text"]``        X, with "text" as the description
-no hint / ``Any``               ``{}`` (any JSON value)
-==============================  =============================================
+* the parameters object is closed (``additionalProperties: false``) so a misspelled
+  argument is caught and reported back to the model instead of silently dropped;
+* ``x: int = None`` means "may be null" (pydantic would describe a plain integer);
+* ``Annotated[X, "text"]`` puts "text" into the description;
+* the schema is tidied for models: no generated ``title``s, enums and the parameter's
+  own model inlined (nested models stay ``$ref``s into ``$defs``), ``X | None`` written
+  as ``{"type": [X, "null"]}``, no empty ``items`` / ``additionalProperties: true``;
+* dict keys must be strings (JSON has no other keys), positional-only parameters
+  cannot be passed by name, a name must be what OpenAI accepts: each a clear
+  :class:`~toolbox.errors.ToolSchemaError` at registration, not a surprise at call time.
 
-Defaults go into ``default`` when JSON can hold them. The parameters object is
-closed (``additionalProperties: false``) so a misspelled argument is caught and
-reported back to the model instead of being silently dropped. ``self`` of a bound
-method and ``*args`` / ``**kwargs`` are not parameters the model can fill.
-
-Each parameter also gets a pydantic ``TypeAdapter`` so validated JSON arguments are
-turned into what the function expects (an Enum member, a model instance).
+``self`` of a bound method and ``*args`` / ``**kwargs`` are not parameters the model can
+fill. Each parameter also gets a pydantic ``TypeAdapter`` so validated JSON arguments
+are turned into what the function expects (an Enum member, a model instance).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import inspect
 import json
 import re
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pydantic import BaseModel, TypeAdapter
+import docstring_parser
+from pydantic import Field, TypeAdapter, create_model
 
-from .docstring import parse_docstring
 from .errors import ToolSchemaError
 
 #: What OpenAI (and most compatible servers) accept as a function name.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
-_JSON_TYPES: dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 
 @dataclass
@@ -66,134 +56,175 @@ class FunctionSpec:
     adapters: dict[str, TypeAdapter[Any]] = field(default_factory=dict)
 
 
-def _json_type(values: list[Any]) -> dict[str, Any]:
-    kinds = {_JSON_TYPES.get(type(v)) for v in values}
-    if len(kinds) == 1 and None not in kinds:
-        return {"type": kinds.pop()}
-    return {}
+def check_name(name: Any) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise ToolSchemaError(f"tool name {name!r} is not valid: use 1-64 letters, digits, '_' or '-' (pass name=...)")
+    return name
+
+
+def describe_function(func: Callable[..., Any], name: str | None = None) -> FunctionSpec:
+    """Build the tool description of ``func`` (raises ToolSchemaError if it cannot be described)."""
+    if not callable(func):
+        raise ToolSchemaError(f"a tool must be callable, got {type(func).__name__}")
+    tool_name = check_name(name if name is not None else getattr(func, "__name__", None))
+    where = f"tool {tool_name!r}"
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise ToolSchemaError(f"{where}: cannot read the signature ({exc})") from None
+    hints = _hints(func, where)
+    docstring = inspect.getdoc(func) or ""
+    doc = docstring_parser.parse(docstring)
+    param_docs = {p.arg_name: " ".join((p.description or "").split()) for p in doc.params}
+    fields: dict[str, Any] = {}
+    adapters: dict[str, TypeAdapter[Any]] = {}
+    names: list[str] = []
+    for pname, param in sig.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ToolSchemaError(f"{where}: positional-only parameter {pname!r} cannot be passed by name")
+        hint = hints.get(pname, param.annotation)
+        hint = Any if hint is inspect.Parameter.empty else hint
+        if param.default is None and not _accepts_none(hint):
+            hint = typing.Optional[hint]  # ``x: int = None`` means "may be null"
+        _check_keys(hint, where)
+        text = _annotated_text(hint) or param_docs.get(pname) or None
+        default = ... if param.default is param.empty else param.default
+        fields[f"p{len(names)}"] = (hint, Field(default, alias=pname, description=text))
+        names.append(pname)
+        if hint is not Any:
+            try:
+                adapters[pname] = TypeAdapter(hint)
+            except Exception as exc:  # noqa: BLE001 - pydantic raises several kinds
+                raise ToolSchemaError(
+                    f"{where}: the hint {hint!r} of parameter {pname!r} cannot be described as JSON schema "
+                    f"({str(exc).splitlines()[0]}); use str, int, float, bool, list, dict, Optional, Literal, an "
+                    "Enum, a dataclass or a pydantic model") from None
+    parameters = _parameters_schema(fields, names, where)
+    description = "\n\n".join(p for p in (doc.short_description, doc.long_description) if p) or \
+        f"{tool_name.replace('_', ' ')}."
+    return FunctionSpec(name=tool_name, docstring=docstring, description=description, parameters=parameters,
+                        signature_text=signature_text(tool_name, parameters), adapters=adapters)
+
+
+def _parameters_schema(fields: dict[str, Any], names: list[str], where: str) -> dict[str, Any]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a default JSON cannot hold is left out of the schema, as intended
+            model = create_model("Arguments", **fields)
+            raw = model.model_json_schema(by_alias=True)
+    except Exception as exc:  # noqa: BLE001 - PydanticSchemaGenerationError, PydanticInvalidForJsonSchema...
+        raise ToolSchemaError(
+            f"{where}: a type hint cannot be described as JSON schema ({str(exc).splitlines()[0]}); use str, int, "
+            "float, bool, list, dict, Optional, Literal, an Enum, a dataclass or a pydantic model"
+        ) from None
+    defs = raw.get("$defs", {})
+    props = {n: _inline(raw.get("properties", {}).get(n, {}), defs, top=True) for n in names}
+    parameters: dict[str, Any] = {"type": "object", "properties": _tidy_map(props, defs),
+                                  "required": [n for n in names if n in raw.get("required", [])],
+                                  "additionalProperties": False}
+    used = _refs(parameters)
+    kept = {k: _tidy(v, defs) for k, v in defs.items() if k in used}
+    while True:  # defs referenced only from other defs
+        more = {k for k in _refs(kept) if k not in kept and k in defs}
+        if not more:
+            break
+        kept.update({k: _tidy(defs[k], defs) for k in more})
+    if kept:
+        parameters["$defs"] = kept
+    return parameters
+
+
+def _ref_target(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any] | None:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return typing.cast("dict[str, Any] | None", defs.get(ref[len("#/$defs/"):]))
+    return None
+
+
+def _inline(schema: dict[str, Any], defs: dict[str, Any], *, top: bool = False) -> dict[str, Any]:
+    """Replace a ``$ref`` by its definition when it is an enum, or the parameter's own type (``top``)."""
+    target = _ref_target(schema, defs)
+    if target is not None and ("enum" in target or top):
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        return {**target, **rest}
+    return schema
+
+
+def _tidy_map(props: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    return {k: _tidy(v, defs) for k, v in props.items()}
+
+
+def _tidy(schema: Any, defs: dict[str, Any]) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    schema = _inline(schema, defs)
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key in ("properties", "patternProperties"):
+            out[key] = _tidy_map(value, defs)
+        elif key in ("items", "additionalProperties", "not", "contains"):
+            out[key] = _tidy(value, defs)
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            out[key] = [_tidy(v, defs) for v in value]
+        else:
+            out[key] = value
+    if out.get("items") == {}:
+        del out["items"]
+    if out.get("additionalProperties") is True:
+        del out["additionalProperties"]
+    return _nullable(out)
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    if isinstance(schema.get("type"), str):
-        out = dict(schema, type=[schema["type"], "null"])
-        if "enum" in out:
-            out["enum"] = [*out["enum"], None]
-        return out
-    if not schema:
+    """``anyOf: [X, {"type": "null"}]`` as ``X`` with ``"null"`` among its types (and None among its enum)."""
+    members = schema.get("anyOf")
+    if not isinstance(members, list) or {"type": "null"} not in members:
         return schema
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-class _SchemaBuilder:
-    """Turns hints into JSON schema, collecting pydantic ``$defs`` on the way."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self.defs: dict[str, Any] = {}
-
-    def build(self, hint: Any) -> dict[str, Any]:
-        origin = typing.get_origin(hint)
-        args = typing.get_args(hint)
-        if hint is inspect.Parameter.empty or hint is Any or hint is object:
-            return {}
-        if hint is type(None):
-            return {"type": "null"}
-        if hint in _SCALARS:
-            return {"type": _SCALARS[hint]}
-        if origin is typing.Annotated:
-            base = self.build(args[0])
-            text = next((a for a in args[1:] if isinstance(a, str)), None)
-            desc = text or next((getattr(a, "description", None) for a in args[1:]
-                                 if getattr(a, "description", None)), None)
-            return dict(base, description=desc) if desc else base
-        if origin in (typing.Union, types.UnionType):
-            members = [a for a in args if a is not type(None)]
-            inner = self.build(members[0]) if len(members) == 1 else {"anyOf": [self.build(m) for m in members]}
-            return _nullable(inner) if len(members) < len(args) else inner
-        if origin is typing.Literal:
-            return {**_json_type(list(args)), "enum": list(args)}
-        if isinstance(hint, type) and issubclass(hint, enum.Enum):
-            values = [m.value for m in hint]
-            return {**_json_type(values), "enum": values}
-        if hint in (list, tuple, set, frozenset) or origin in (list, set, frozenset, typing.Sequence):
-            schema: dict[str, Any] = {"type": "array"}
-            if args:
-                schema["items"] = self.build(args[0])
-            return schema
-        if origin is tuple:
-            if len(args) == 2 and args[1] is Ellipsis:
-                return {"type": "array", "items": self.build(args[0])}
-            return {"type": "array", "prefixItems": [self.build(a) for a in args],
-                    "minItems": len(args), "maxItems": len(args)}
-        if hint is dict or origin in (dict, typing.Mapping):
-            schema = {"type": "object"}
-            if len(args) == 2:
-                if args[0] is not str:
-                    raise ToolSchemaError(f"{self.where}: dict keys must be str in JSON, got {args[0]!r}")
-                value = self.build(args[1])
-                if value:
-                    schema["additionalProperties"] = value
-            return schema
-        if isinstance(hint, type) and issubclass(hint, BaseModel):
-            return self._pydantic(hint.model_json_schema(), hint)
-        return self._pydantic(None, hint)
-
-    def _pydantic(self, schema: dict[str, Any] | None, hint: Any) -> dict[str, Any]:
-        if schema is None:
-            try:
-                schema = TypeAdapter(hint).json_schema()
-            except Exception as exc:
-                raise ToolSchemaError(
-                    f"{self.where}: type hint {hint!r} cannot be described as JSON schema ({exc}); use str, int, "
-                    "float, bool, list, dict, Optional, Literal, an Enum or a pydantic model"
-                ) from None
-        schema = dict(schema)
-        self.defs.update(schema.pop("$defs", {}))
+    others = [m for m in members if m != {"type": "null"}]
+    if len(others) != 1 or not isinstance(others[0].get("type"), str):
         return schema
+    inner = dict(others[0])
+    inner["type"] = [inner["type"], "null"]
+    if "enum" in inner:
+        inner["enum"] = [*inner["enum"], None]
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**inner, **rest}
 
 
-def signature_text(name: str, parameters: dict[str, Any]) -> str:
-    """A short, readable signature: ``get_weather(city: string, unit?: "c" | "f")``."""
-    parts = []
-    required = set(parameters.get("required", []))
-    for pname, prop in parameters.get("properties", {}).items():
-        if "enum" in prop:
-            kind = " | ".join(json.dumps(v) for v in prop["enum"])
-        else:
-            kind = prop.get("type", "any")
-            kind = " | ".join(kind) if isinstance(kind, list) else str(kind)
-        parts.append(f"{pname}{'' if pname in required else '?'}: {kind}")
-    return f"{name}({', '.join(parts)})"
+def _refs(schema: Any) -> set[str]:
+    found: set[str] = set()
+    stack = [schema]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                found.add(ref[len("#/$defs/"):])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
 
 
-def _default(value: Any) -> tuple[bool, Any]:
-    if isinstance(value, enum.Enum):
-        value = value.value
-    elif isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return False, None
-    return True, value
+def _annotated_text(hint: Any) -> str | None:
+    if typing.get_origin(hint) is typing.Annotated:
+        return next((a for a in typing.get_args(hint)[1:] if isinstance(a, str)), None)
+    return None
 
 
-def _hints(func: Callable[..., Any], where: str) -> dict[str, Any]:
-    target = func.__call__ if not inspect.isroutine(func) and hasattr(func, "__call__") else func
-    target = getattr(target, "func", target)  # functools.partial
-    try:
-        return typing.get_type_hints(target, include_extras=True)
-    except Exception:
-        raw = getattr(target, "__annotations__", {}) or {}
-        unresolved = [k for k, v in raw.items() if isinstance(v, str)]
-        if unresolved:
-            raise ToolSchemaError(
-                f"{where}: cannot resolve the type hints of {', '.join(unresolved)}; define the types at module "
-                "level or avoid string annotations"
-            ) from None
-        return dict(raw)
+def _check_keys(hint: Any, where: str) -> None:
+    """JSON object keys are strings: ``dict[int, X]`` anywhere in the hint is refused."""
+    stack = [hint]
+    while stack:
+        h = stack.pop()
+        args = typing.get_args(h)
+        if typing.get_origin(h) in (dict, typing.Mapping) and len(args) == 2 and args[0] is not str:
+            raise ToolSchemaError(f"{where}: dict keys must be str in JSON, got {args[0]!r}")
+        stack.extend(a for a in args if not isinstance(a, (str, int, float, bool, type(None))))
 
 
 def _accepts_none(hint: Any) -> bool:
@@ -205,54 +236,33 @@ def _accepts_none(hint: Any) -> bool:
     return origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
 
 
-def describe_function(func: Callable[..., Any], name: str | None = None) -> FunctionSpec:
-    """Build the tool description of ``func`` (raises ToolSchemaError if it cannot be described)."""
-    if not callable(func):
-        raise ToolSchemaError(f"a tool must be callable, got {type(func).__name__}")
-    tool_name = name if name is not None else getattr(func, "__name__", None)
-    if not isinstance(tool_name, str) or not NAME_PATTERN.match(tool_name):
-        raise ToolSchemaError(
-            f"tool name {tool_name!r} is not valid: use 1-64 letters, digits, '_' or '-' (pass name=...)"
-        )
-    where = f"tool {tool_name!r}"
+def _hints(func: Callable[..., Any], where: str) -> dict[str, Any]:
+    target = func.__call__ if not inspect.isroutine(func) and hasattr(func, "__call__") else func
+    target = getattr(target, "func", target)  # functools.partial
     try:
-        sig = inspect.signature(func)
-    except (TypeError, ValueError) as exc:
-        raise ToolSchemaError(f"{where}: cannot read the signature ({exc})") from None
-    hints = _hints(func, where)
-    docstring = inspect.getdoc(func) or ""
-    parsed = parse_docstring(docstring)
-    builder = _SchemaBuilder(where)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    adapters: dict[str, TypeAdapter[Any]] = {}
-    for pname, param in sig.parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        if param.kind is param.POSITIONAL_ONLY:
-            raise ToolSchemaError(f"{where}: positional-only parameter {pname!r} cannot be passed by name")
-        hint = hints.get(pname, param.annotation)
-        if param.default is None and hint is not inspect.Parameter.empty and not _accepts_none(hint):
-            hint = typing.Optional[hint]  # ``x: int = None`` means "may be null"
-        prop = builder.build(hint)
-        if parsed.params.get(pname) and "description" not in prop:
-            prop = dict(prop, description=parsed.params[pname])
-        if param.default is param.empty:
-            required.append(pname)
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception:  # noqa: BLE001 - NameError, TypeError... from the function's own annotations
+        raw = getattr(target, "__annotations__", {}) or {}
+        unresolved = [k for k, v in raw.items() if isinstance(v, str)]
+        if unresolved:
+            raise ToolSchemaError(
+                f"{where}: cannot resolve the type hints of {', '.join(unresolved)}; define the types at module "
+                "level or avoid string annotations"
+            ) from None
+        return dict(raw)
+
+
+def signature_text(name: str, parameters: dict[str, Any]) -> str:
+    """A short, readable signature: ``get_weather(city: string, unit?: "c" | "f")``."""
+    parts = []
+    required = set(parameters.get("required", []))
+    for pname, prop in parameters.get("properties", {}).items():
+        if not isinstance(prop, dict):
+            prop = {}
+        if "enum" in prop and isinstance(prop["enum"], list):
+            kind = " | ".join(json.dumps(v) for v in prop["enum"])
         else:
-            ok, value = _default(param.default)
-            if ok:
-                prop = dict(prop, default=value)
-        properties[pname] = prop
-        if hint is not inspect.Parameter.empty and hint is not Any:
-            try:
-                adapters[pname] = TypeAdapter(hint)
-            except Exception as exc:
-                raise ToolSchemaError(f"{where}: parameter {pname!r} has an unusable hint {hint!r} ({exc})") from None
-    parameters: dict[str, Any] = {"type": "object", "properties": properties, "required": required,
-                                  "additionalProperties": False}
-    if builder.defs:
-        parameters["$defs"] = builder.defs
-    description = parsed.description or f"{tool_name.replace('_', ' ')}."
-    return FunctionSpec(name=tool_name, docstring=docstring, description=description, parameters=parameters,
-                        signature_text=signature_text(tool_name, parameters), adapters=adapters)
+            kind = prop.get("type", "any")
+            kind = " | ".join(map(str, kind)) if isinstance(kind, list) else str(kind)
+        parts.append(f"{pname}{'' if pname in required else '?'}: {kind}")
+    return f"{name}({', '.join(parts)})"

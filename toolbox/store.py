@@ -28,8 +28,7 @@ import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from memory.store.db import Database
-from memory.errors import AccessDeniedError
+from memory import AccessDeniedError, Database
 
 
 @dataclass

@@ -39,8 +39,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
 
-from memory.errors import ConfigurationError, InvalidInputError
-from memory.manager import MemoryManager
+from memory import ConfigurationError, InvalidInputError, MemoryManager
 from memory.store.validation import check_id, check_json, check_number, check_positive_int, check_text
 
 from . import store
