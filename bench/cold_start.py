@@ -65,8 +65,8 @@ def main() -> None:
         onnx = OnnxMiniLMEmbedder(Path(cache))
         print(f"one-off ONNX export + quantisation: {time.perf_counter() - t0:.1f} s")
         with MemoryManager.open(Settings.from_env(database_url=uri, schema="cold"), embedder=onnx) as mm:
-            mm.write_messages("u", "t", [{"role": "user", "content": f"Note {i}: the quarterly report is late."}
-                                         for i in range(20)])
+            mm.write_messages([{"role": "user", "content": f"Note {i}: the quarterly report is late."}
+                                         for i in range(20)], user_id="u", thread_id="t")
         base = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMEM_")}
         base.update(AGENTMEM_DATABASE_URL=uri, AGENTMEM_SCHEMA="cold", AGENTMEM_MODEL_CACHE_DIR=cache,
                     AGENTMEM_EMBEDDING_THREADS="1", PYTHONPATH=str(ROOT))

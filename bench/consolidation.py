@@ -111,23 +111,23 @@ def replay(mm: MemoryManager, turns: list[list[dict[str, Any]]], user: str, thre
     monitor_s: list[float] = []
     cumulative = 0
     for i, turn in enumerate(turns, 1):
-        mm.write_messages(user, thread, turn, embed=False)
-        summaries = mm.read_summaries(user, thread, limit=1000) if summarizer else []
-        live = mm.read_conversational_memory(thread, user)
+        mm.write_messages(turn, user_id=user, thread_id=thread, embed=False)
+        summaries = mm.read_summaries(user_id=user, thread_id=thread, limit=1000) if summarizer else []
+        live = mm.read_conversational_memory(thread_id=thread, user_id=user)
         context = "\n\n".join([INSTRUCTIONS, format_summaries(summaries), format_conversation(live)])
         with Timer() as t:
             status = mm.monitor_context_window(context, model_name)
         monitor_s.append(t.seconds)
         if summarizer is not None and status.status != "ok":
             with Timer() as t:
-                result = mm.summarize_conversation(thread, user, keep_recent=1, summarizer=summarizer)
+                result = mm.summarize_conversation(thread_id=thread, user_id=user, keep_recent=1, summarizer=summarizer)
             consolidations.append(dict(turn=i, status_before=status.status, tokens_before=status.tokens,
                                        messages=len(result.source_ids), source_tokens=result.source_tokens,
                                        summary_tokens=result.summary_tokens, llm_calls=result.llm_calls,
                                        method=result.method, total_ms=t.seconds * 1000,
                                        summarise_ms=getattr(summarizer, "seconds", 0.0) * 1000))
-            summaries = mm.read_summaries(user, thread, limit=1000)
-            live = mm.read_conversational_memory(thread, user)
+            summaries = mm.read_summaries(user_id=user, thread_id=thread, limit=1000)
+            live = mm.read_conversational_memory(thread_id=thread, user_id=user)
             context = "\n\n".join([INSTRUCTIONS, format_summaries(summaries), format_conversation(live)])
             status = mm.monitor_context_window(context, model_name)
         cumulative += status.tokens

@@ -87,7 +87,7 @@ def main() -> None:
                 for number, start, turns in sessions(conv["conversation"]):
                     msgs = [dict(role="user", content=turn_text(t), created_at=start + timedelta(seconds=30 * i))
                             for i, t in enumerate(turns)]
-                    for t, row in zip(turns, mm.write_messages(user, f"session_{number}", msgs)):
+                    for t, row in zip(turns, mm.write_messages(msgs, user_id=user, thread_id=f"session_{number}")):
                         dia_of[row.id] = t["dia_id"]
                     n_turns += len(turns)
                     last = msgs[-1]["created_at"]
@@ -103,7 +103,7 @@ def main() -> None:
                 n_questions += 1
                 for method in methods:
                     t0 = time.perf_counter()
-                    hits = mm.search_memory(qa["question"], user, k=max(KS), now=now, method=method)
+                    hits = mm.search_memory(qa["question"], user_id=user, k=max(KS), now=now, method=method)
                     latency[method].append(time.perf_counter() - t0)
                     found = [dia_of.get(h.message_id) for h in hits if h.kind == "message"]
                     for k in KS:

@@ -98,18 +98,18 @@ class Agentmem:
         self.bulk = MemoryManager.open(settings, embedder=lookup) if lookup is not None else None
 
     def ingest(self, user: str, turns: Sequence[tuple[str, str]]) -> None:
-        self.mm.write_messages(user, "t", [{"role": r, "content": c} for r, c in turns])
+        self.mm.write_messages([{"role": r, "content": c} for r, c in turns], user_id=user, thread_id="t")
 
     def load(self, user: str, texts: Sequence[str]) -> None:
         assert self.bulk is not None
         for i in range(0, len(texts), 2000):
             chunk = texts[i:i + 2000]
-            self.bulk.write_messages(user, "t", [{"role": "user", "content": c} for c in chunk])
-            self.bulk.write_knowledge_batch(user, [{"content": c} for c in chunk])
+            self.bulk.write_messages([{"role": "user", "content": c} for c in chunk], user_id=user, thread_id="t")
+            self.bulk.write_knowledge_batch([{"content": c} for c in chunk], user_id=user)
 
     def searches(self) -> dict[str, Callable[[str, str], Any]]:
-        return {"agentmem search_memory": lambda u, q: self.mm.search_memory(q, u, K),
-                "agentmem read_knowledge": lambda u, q: self.mm.read_knowledge(q, u, K)}
+        return {"agentmem search_memory": lambda u, q: self.mm.search_memory(q, user_id=u, k=K),
+                "agentmem read_knowledge": lambda u, q: self.mm.read_knowledge(q, user_id=u, k=K)}
 
     def close(self) -> None:
         self.mm.close()
@@ -286,7 +286,7 @@ def main() -> None:
         vec_of = {t: base[i] for i, t in enumerate(texts)}
         bulk = MemoryManager.open(Settings.from_env(database_url=db, schema="agentmem"), embedder=Lookup(encoder, vec_of))
         for c in convs:
-            bulk.write_knowledge_batch(f"r0-{c}", [{"content": t} for _, t in by_conv[c]])
+            bulk.write_knowledge_batch([{"content": t} for _, t in by_conv[c]], user_id=f"r0-{c}")
         bulk.close()
         asks = [(f"r0-{q.conversation}", q.text) for q in rng.sample(questions, args.queries)]
         result["locomo_search"] = report_search("LoCoMo size (3 users, ~480 rows each)",

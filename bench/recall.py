@@ -65,12 +65,13 @@ def load(mm: MemoryManager, data: Dataset, *, consolidate_over: int | None = Non
             for i in order:
                 s = u.sessions[i]
                 msgs = [dict(role=r, content=c, created_at=at) for (r, c), at in zip(s.messages, message_times(s))]
-                ids_of[i] = [m.id for m in mm.write_messages(u.user, s.thread, msgs)]
+                ids_of[i] = [m.id for m in mm.write_messages(msgs, user_id=u.user, thread_id=s.thread)]
                 written += len(msgs)
                 if consolidate_over is not None:
-                    live = len(mm.read_conversational_memory(s.thread, u.user))
+                    live = len(mm.read_conversational_memory(thread_id=s.thread, user_id=u.user))
                     if live > consolidate_over:
-                        res = mm.summarize_conversation(s.thread, u.user, keep_recent=keep_recent)  # type: ignore[attr-defined]
+                        res = mm.summarize_conversation(thread_id=s.thread, user_id=u.user,
+                                                        keep_recent=keep_recent)  # type: ignore[attr-defined]
                         consolidations += res.status == "summarized"
             for q in u.questions:
                 evidence[q.qid] = {ids_of[e.session][e.index] for e in q.evidence}
@@ -105,7 +106,8 @@ def search_all(mm: MemoryManager, data: Dataset, *, weights: SearchWeights, time
     runs, latencies = {}, []
     for q in data.questions:
         with Timer() as t:
-            runs[q.qid] = mm.search_memory(q.text, q.user, k=k, now=data.now, time_mode=time_mode, weights=weights)
+            runs[q.qid] = mm.search_memory(q.text, user_id=q.user, k=k, now=data.now, time_mode=time_mode,
+                                           weights=weights)
         latencies.append(t.seconds)
     return runs, latencies
 
@@ -268,9 +270,10 @@ def write_path(uri: str, embedder: Any, n: int, rounds: int = 3) -> list[list[An
                 msgs = texts(f"r{r}-{batch}")
                 with Timer() as t:
                     for i in range(0, n, batch):
-                        mm.write_messages(f"wp-{r}", f"t{i % 5}", [
+                        mm.write_messages([
                             dict(role="user", content=c, created_at=stamp + timedelta(seconds=j))
-                            for j, c in enumerate(msgs[i:i + batch], start=i)], embed=False)
+                            for j, c in enumerate(msgs[i:i + batch],
+                                                  start=i)], user_id=f"wp-{r}", thread_id=f"t{i % 5}", embed=False)
                 rates.setdefault((batch, trigger), []).append(n / t.seconds)
     rows: list[list[Any]] = []
     for batch in (1, 20):
@@ -280,13 +283,13 @@ def write_path(uri: str, embedder: Any, n: int, rounds: int = 3) -> list[list[An
     msgs = texts("embed-now")
     with Timer() as t_now:
         for c in msgs:
-            mm.write_messages("wp-embed-now", "t", [dict(role="user", content=c)])
+            mm.write_messages([dict(role="user", content=c)], user_id="wp-embed-now", thread_id="t")
     msgs = texts("embed-later")
     with Timer() as t_ins:
         for c in msgs:
-            mm.write_messages("wp-embed-later", "t", [dict(role="user", content=c)], embed=False)
+            mm.write_messages([dict(role="user", content=c)], user_id="wp-embed-later", thread_id="t", embed=False)
     with Timer() as t_emb:
-        done = mm.embed_pending_messages("wp-embed-later")
+        done = mm.embed_pending_messages(user_id="wp-embed-later")
     assert done == n
     rows.append(["insert + embed each message (1/call)", "", n / t_now.seconds, ""])
     rows.append(["insert (1/call), embed later in batches", "", n / (t_ins.seconds + t_emb.seconds), ""])
@@ -334,7 +337,7 @@ def main() -> None:
         service = mm.embeddings
 
         mm = open_manager(uri, schema="lm_after", embedder=embedder)
-        mm.embeddings = service  # same model: reuse its cache (the texts were embedded before)
+        mm.store.embeddings = service  # same model: reuse its cache (the texts were embedded before)
         if not hasattr(mm, "summarize_conversation"):
             print("\nconsolidation is not available in this tree: 'after consolidation' not measured")
         else:

@@ -129,7 +129,7 @@ class QueryCapture:
 
 def explain(mm: Any, query_text: str, pattern: str, *, hybrid: bool) -> str:
     with QueryCapture() as cap:
-        mm.read_knowledge(query_text, USER, k=5, hybrid=hybrid)
+        mm.read_knowledge(query_text, user_id=USER, k=5, hybrid=hybrid)
     with mm.db.connection() as conn:
         query, params = cap.find(conn, pattern)
         conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
@@ -191,9 +191,9 @@ def main() -> None:
             loads.append({"rows": size, "copy_s": load_s, "hnsw_build_s": build_s})
 
             methods: dict[str, Callable[[str], list[Any]]] = {
-                "mm.read_knowledge hybrid": lambda q: [h.id for h in mm.read_knowledge(q, USER, k=args.k)],
+                "mm.read_knowledge hybrid": lambda q: [h.id for h in mm.read_knowledge(q, user_id=USER, k=args.k)],
                 "mm.read_knowledge vector-only":
-                    lambda q: [h.id for h in mm.read_knowledge(q, USER, k=args.k, hybrid=False)],
+                    lambda q: [h.id for h in mm.read_knowledge(q, user_id=USER, k=args.k, hybrid=False)],
                 "PGVectorStore.similarity_search":
                     lambda q: [d.id for d in store.similarity_search(q, k=args.k, filter={"user_id": USER})],
             }

@@ -81,7 +81,7 @@ def add_rows(mm: Any, emb: CorpusEmbedder, rng: np.random.Generator, base: list[
     with Timer() as t:
         for j in range(0, n, 2000):
             thread = f"t{(start + j) // 200}"
-            mm.write_messages(USER, thread, msgs[j:j + 2000])
+            mm.write_messages(msgs[j:j + 2000], user_id=USER, thread_id=thread)
     with mm.db.connection() as conn:
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute(indexdef)
@@ -92,7 +92,7 @@ def add_rows(mm: Any, emb: CorpusEmbedder, rng: np.random.Generator, base: list[
 
 def explain(mm: Any, query: str, shape: str) -> str:
     with QueryCapture() as cap:
-        mm.search_memory(query, USER, k=10, scope="messages", shape=shape)
+        mm.search_memory(query, user_id=USER, k=10, scope="messages", shape=shape)
     with mm.db.connection(USER) as conn:
         stmt, params = cap.find(conn, r"WITH terms AS")
         lines = [r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + stmt, params)]
@@ -130,14 +130,14 @@ def main() -> None:
             log(f"{size:,} messages (added in {load_s:.0f}s)")
             for q in queries[:5]:  # warm-up
                 for shape in ("exact", "indexed"):
-                    mm.search_memory(q, USER, k=10, scope="messages", shape=shape)
+                    mm.search_memory(q, user_id=USER, k=10, scope="messages", shape=shape)
             lat: dict[str, list[float]] = {"exact": [], "indexed": []}
             agree = []
             for i, q in enumerate(queries):
                 got = {}
                 for shape in (("exact", "indexed") if i % 2 == 0 else ("indexed", "exact")):
                     t0 = time.perf_counter()
-                    got[shape] = [h.id for h in mm.search_memory(q, USER, k=10, scope="messages", shape=shape)]
+                    got[shape] = [h.id for h in mm.search_memory(q, user_id=USER, k=10, scope="messages", shape=shape)]
                     lat[shape].append(time.perf_counter() - t0)
                 agree.append(len(set(got["exact"]) & set(got["indexed"])) / max(1, len(got["exact"])))
             ex, ix = percentiles(lat["exact"]), percentiles(lat["indexed"])

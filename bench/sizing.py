@@ -75,17 +75,17 @@ def fill(mm: Any, args: Any, rng: random.Random) -> dict[str, int]:
                 role = "user" if i % 2 == 0 else "assistant"
                 k = rng.randint(1, 2) if role == "user" else rng.randint(2, 5)
                 batch.append({"role": role, "content": " ".join(rng.sample(pool, k))})
-            mm.write_messages(user, f"thread-{t:03d}", batch)
+            mm.write_messages(batch, user_id=user, thread_id=f"thread-{t:03d}")
             written += len(batch)
         if n % max(1, len(users) // 10) == 0:
             log(f"messages: {written:,} of {args.users * threads * args.thread_length:,}")
     summarizer = mm.summarizer()  # extractive
     for n, user in enumerate(users):
         for t in range(threads):
-            result = mm.summarize_conversation(f"thread-{t:03d}", user, summarizer=summarizer)
+            result = mm.summarize_conversation(thread_id=f"thread-{t:03d}", user_id=user, summarizer=summarizer)
             assert result.summarized, result.message
         for f in range(args.facts_per_user):
-            mm.remember(user, ("preference", "constraint", "stable_fact")[f % 3], rng.choice(pool)[:170])
+            mm.remember(("preference", "constraint", "stable_fact")[f % 3], rng.choice(pool)[:170], user_id=user)
         if n % max(1, len(users) // 10) == 0:
             log(f"consolidated and remembered for {n + 1} of {len(users)} users")
     return {"messages": written, "threads": len(users) * threads}

@@ -66,12 +66,12 @@ def batches(messages: list[dict[str, str]], size: int) -> list[tuple[str, list[d
 
 
 def write_batch(mm: MemoryManager, thread_id: str, msgs: list[dict[str, str]], *, embed: bool) -> int:
-    return len(mm.write_messages("bench-user", thread_id, msgs, embed=embed))
+    return len(mm.write_messages(msgs, user_id="bench-user", thread_id=thread_id, embed=embed))
 
 
 def write_one(mm: MemoryManager, thread_id: str, msgs: list[dict[str, str]], *, embed: bool) -> int:
     (m,) = msgs
-    mm.write_conversational_memory("bench-user", thread_id, m["role"], m["content"])
+    mm.write_conversational_memory(m["role"], m["content"], user_id="bench-user", thread_id=thread_id)
     return 1
 
 

@@ -23,13 +23,14 @@ from memory.consolidation.monitor import (ConsolidationAdvice, ContextStatus, Co
                       monitor_context_window, should_consolidate, usable_budget)
 from memory.tables.search import MemoryHit, SearchWeights
 from memory.agent.search_tool import register_search_tools, search_tools
+from memory.scoped import ThreadMemory, UserMemory
 from memory.settings import Settings
 from memory.consolidation.summarizer import StructuredSummary, Summarizer
 from memory.context.tokens import TokenCount, count_tokens
 
 __all__ = [
     # the front door and its settings
-    "MemoryManager", "Settings", "Database", "connect",
+    "MemoryManager", "UserMemory", "ThreadMemory", "Settings", "Database", "connect",
     # rows
     "Entity", "Fact", "KnowledgeItem", "Message", "NewMessage", "Summary", "ToolLogEntry", "Workflow",
     "Correction", "Remembered", "Hit", "MemoryHit", "SearchWeights",

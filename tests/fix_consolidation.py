@@ -82,7 +82,7 @@ def turn_messages(i: int, *, with_tool: bool, start: datetime = T0) -> list[dict
 
 def seed_thread(mm: Any, user: str, thread: str, turns: int, *, start: datetime = T0) -> list[Any]:
     msgs = [m for i in range(turns) for m in turn_messages(i, with_tool=i % 2 == 0, start=start)]
-    return mm.write_messages(user, thread, msgs)
+    return mm.write_messages(msgs, user_id=user, thread_id=thread)
 
 
 def raw_conn(mm: Any) -> psycopg.Connection:

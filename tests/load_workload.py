@@ -82,15 +82,15 @@ def run_load(mm: MemoryManager, *, agents: int = 16, turns: int = 100, consolida
         for t in range(turns):
             start = time.perf_counter()
             msgs = _turn_messages(tag, t)
-            mm.write_messages(user, thread, msgs)
+            mm.write_messages(msgs, user_id=user, thread_id=thread)
             written += [m["content"] for m in msgs]
             if t % 25 == 0:
-                mm.remember(user, "stable_fact", f"User's open order count is {t}")
-            context = mm.build_context(msgs[0]["content"], user, thread)
+                mm.remember("stable_fact", f"User's open order count is {t}", user_id=user)
+            context = mm.build_context(msgs[0]["content"], user_id=user, thread_id=thread)
             foreign = {m for m in tag_re.findall(context) if m != tag}
             consolidated = conflict = 0
             if (t + 1) % consolidate_every == 0:
-                result = mm.summarize_conversation(thread, user, keep_recent=2)
+                result = mm.summarize_conversation(thread_id=thread, user_id=user, keep_recent=2)
                 consolidated, conflict = result.summary is not None, result.status == "conflict"
             elapsed = time.perf_counter() - start
             with lock:

@@ -92,7 +92,7 @@ def toolbox(mm: MemoryManager) -> Toolbox:
 def test_tool_found_by_retrieval_executed_and_fed_back(mm, toolbox, user, thread):
     model = Recording(responses=[call("get_weather", city="Bergen"), AIMessage("Bergen: 14 C and light rain.")])
     agent = MemoryAgent(mm, toolbox, model, extract_with_model=False, k_tools=2)
-    result = agent.run("What's the weather like in Bergen right now?", user, thread)
+    result = agent.run("What's the weather like in Bergen right now?", user_id=user, thread_id=thread)
 
     assert result.tools_offered[0] == "get_weather"  # found by retrieval, not listed by hand
     assert "send_email" not in result.tools_offered
@@ -103,23 +103,24 @@ def test_tool_found_by_retrieval_executed_and_fed_back(mm, toolbox, user, thread
     assert isinstance(second[-1], ToolMessage) and second[-1].content == "Bergen: 14 C, light rain"
     assert second[-1].tool_call_id == second[-2].tool_calls[0]["id"]
     assert result.answer == "Bergen: 14 C and light rain."
-    stored = mm.read_conversational_memory(thread, user)
+    stored = mm.read_conversational_memory(thread_id=thread, user_id=user)
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[1].tool_calls[0]["name"] == "get_weather" and stored[2].tool_call_id == stored[1].tool_calls[0]["id"]
     assert stored[-1].content == result.answer
-    log = mm.read_tool_log(user, thread)
+    log = mm.read_tool_log(user_id=user, thread_id=thread)
     assert [(e.tool_name, e.args, e.status) for e in log] == [("get_weather", {"city": "Bergen"}, "ok")]
     # the successful procedure became a workflow, the mentioned city an entity
     assert result.workflow_recorded
-    wf = mm.read_workflows("weather in Bergen", user, k=1)[0]
+    wf = mm.read_workflows("weather in Bergen", user_id=user, k=1)[0]
     assert wf.steps == [{"tool": "get_weather", "args": {"city": "Bergen"}}]
-    assert "Bergen" in [e.name for e in mm.read_entities(user)]
+    assert "Bergen" in [e.name for e in mm.read_entities(user_id=user)]
 
 
 def test_the_context_carries_memory_and_status(mm, toolbox, user, thread):
-    mm.write_knowledge(user, "Bergen is the rainiest city in Norway.", source="facts.md")
+    mm.write_knowledge("Bergen is the rainiest city in Norway.", user_id=user, source="facts.md")
     model = Recording(responses=[AIMessage("ok")])
-    MemoryAgent(mm, toolbox, model, extract_with_model=False).run("Is it rainy in Bergen?", user, thread)
+    MemoryAgent(mm, toolbox, model, extract_with_model=False).run("Is it rainy in Bergen?", user_id=user,
+                                                                  thread_id=thread)
     system = model.seen[0][0].content
     assert "## Knowledge Base" in system and "rainiest city" in system
     assert "## Context Status" in system and "(" in system and "ok)" in system
@@ -130,17 +131,17 @@ def test_iteration_bound_forces_a_final_answer(mm, toolbox, user, thread):
     model = Recording(responses=[call("get_weather", city="Oslo"), call("get_weather", city="Oslo"),
                                  AIMessage("Final: Oslo is rainy.")])
     agent = MemoryAgent(mm, toolbox, model, max_iterations=2, extract_with_model=False)
-    result = agent.run("weather in Oslo?", user, thread)
+    result = agent.run("weather in Oslo?", user_id=user, thread_id=thread)
     assert result.iterations == 2 and result.forced_final
     assert result.answer == "Final: Oslo is rainy."
     assert "Do not call tools" in model.seen[-1][-1].content
-    assert mm.read_conversational_memory(thread, user)[-1].content == "Final: Oslo is rainy."
+    assert mm.read_conversational_memory(thread_id=thread, user_id=user)[-1].content == "Final: Oslo is rainy."
 
 
 def test_wall_time_bound_forces_a_final_answer(mm, toolbox, user, thread):
     model = Recording(responses=[AIMessage("never used"), AIMessage("forced answer")])
     agent = MemoryAgent(mm, toolbox, model, max_seconds=0.0, extract_with_model=False)
-    result = agent.run("weather in Oslo?", user, thread)
+    result = agent.run("weather in Oslo?", user_id=user, thread_id=thread)
     assert result.iterations == 0 and result.forced_final and result.answer == "never used"
 
 
@@ -149,7 +150,7 @@ def test_failing_primary_switches_to_fallback(mm, toolbox, user, thread, failure
     fallback = Recording(responses=[AIMessage("answer from the fallback model")])
     agent = MemoryAgent(mm, toolbox, FailingPrimary(failure=failure), fallback_model=fallback,
                         extract_with_model=False)
-    result = agent.run("hello", user, thread)
+    result = agent.run("hello", user_id=user, thread_id=thread)
     assert result.answer == "answer from the fallback model"
     assert len(fallback.seen) == 1
 
@@ -162,7 +163,7 @@ def test_a_non_transient_primary_error_is_not_hidden_by_the_fallback(mm, toolbox
     fallback = Recording(responses=[AIMessage("should not be used")])
     agent = MemoryAgent(mm, toolbox, Broken(), fallback_model=fallback, extract_with_model=False)
     with pytest.raises(LLMError, match="a bug, not an outage"):
-        agent.run("hello", user, thread)
+        agent.run("hello", user_id=user, thread_id=thread)
     assert fallback.seen == []
 
 
@@ -173,10 +174,10 @@ def _small_window(mm: MemoryManager, window: int) -> MemoryManager:
 
 def _fill(mm: MemoryManager, user: str, thread: str, turns: int) -> None:
     for i in range(turns):
-        mm.write_messages(user, thread, [
+        mm.write_messages([
             {"role": "user", "content": f"Question {i}: please check the status of order ORD-{1000 + i} for me."},
             {"role": "assistant", "content": f"Order ORD-{1000 + i} shipped on day {i} and arrives soon."},
-        ])
+        ], user_id=user, thread_id=thread)
 
 
 def test_summarize_and_store_at_critical_marks_the_rows(mm, user, thread, sql_conn):
@@ -195,7 +196,7 @@ def test_summarize_and_store_at_critical_marks_the_rows(mm, user, thread, sql_co
             break
         assert turns < 200
     assert not status.hard_limit_reached
-    result = agent.run("Anything else?", user, thread)
+    result = agent.run("Anything else?", user_id=user, thread_id=thread)
     assert result.status.status == "critical"
     assert set(MEMORY_TOOLS) <= set(result.tools_offered)  # pinned under pressure
     assert [(c.name, c.status) for c in result.tool_calls] == [("summarize_and_store", "ok")]
@@ -214,7 +215,7 @@ def test_hard_limit_safety_net_consolidates_automatically(mm, user, thread, sql_
     _fill(small, user, thread, 40)  # far beyond the window
     agent = MemoryAgent(small, tb, Recording(responses=[AIMessage("fine")]), model_name="tiny-model",
                         extract_with_model=False)
-    result = agent.run("Anything else?", user, thread)
+    result = agent.run("Anything else?", user_id=user, thread_id=thread)
     assert result.auto_consolidated is not None and result.auto_consolidated.status == "summarized"
     assert result.context_tokens <= result.budget
     assert sql_conn.execute(
@@ -224,7 +225,7 @@ def test_hard_limit_safety_net_consolidates_automatically(mm, user, thread, sql_
 
 def test_scripted_model_calls_the_retrieved_tool_and_labels_its_answer(mm, toolbox, user, thread):
     agent = MemoryAgent(mm, toolbox, ScriptedChatModel(), extract_with_model=False)
-    result = agent.run("Book meeting room Fjord at 14", user, thread)
+    result = agent.run("Book meeting room Fjord at 14", user_id=user, thread_id=thread)
     assert result.tool_calls[0].name == "book_meeting_room" and result.tool_calls[0].status == "ok"
     assert result.answer.startswith(LABEL) and "booked at 14:00" in result.answer
 
@@ -232,7 +233,7 @@ def test_scripted_model_calls_the_retrieved_tool_and_labels_its_answer(mm, toolb
 def test_bad_tool_arguments_reach_the_model_as_a_structured_error(mm, toolbox, user, thread):
     model = Recording(responses=[call("book_meeting_room", room="Fjord", hour="two o'clock"),
                                  AIMessage("Sorry, which hour?")])
-    result = MemoryAgent(mm, toolbox, model, extract_with_model=False).run("book Fjord", user, thread)
+    result = MemoryAgent(mm, toolbox, model, extract_with_model=False).run("book Fjord", user_id=user, thread_id=thread)
     assert result.tool_calls[0].status == "error"
     fed_back = model.seen[1][-1]
     assert isinstance(fed_back, ToolMessage) and "fix" in fed_back.content and "hour" in fed_back.content

@@ -89,7 +89,7 @@ CONVERSATION = [
 
 
 def write_thread(mm: MemoryManager, user: str, thread: str) -> None:
-    mm.write_messages(user, thread, [{"role": r, "content": c} for r, c in CONVERSATION])
+    mm.write_messages([{"role": r, "content": c} for r, c in CONVERSATION], user_id=user, thread_id=thread)
 
 
 # -- help ------------------------------------------------------------------------------------
@@ -147,15 +147,15 @@ def test_chat_without_a_model_says_what_to_set(run) -> None:
 def test_status_counts_and_estimated_monitor_status(run, cmm: MemoryManager, user: str) -> None:
     write_thread(cmm, user, "t-main")
     big = "x" * 3_000
-    cmm.write_messages(user, "t-big", [{"role": "user", "content": big}])
-    result = cmm.summarize_conversation("t-main", user, keep_recent=1)
+    cmm.write_messages([{"role": "user", "content": big}], user_id=user, thread_id="t-big")
+    result = cmm.summarize_conversation(thread_id="t-main", user_id=user, keep_recent=1)
     assert result.summarized
 
     rows = ok_json(run("status", "--user", user, "--json"))
     by_thread = {r["thread_id"]: r for r in rows}
     assert set(by_thread) == {"t-main", "t-big"}
     main_row = by_thread["t-main"]
-    live = cmm.read_conversational_memory("t-main", user)
+    live = cmm.read_conversational_memory(thread_id="t-main", user_id=user)
     assert main_row["total_messages"] == len(CONVERSATION)
     assert main_row["summarized_messages"] == len(result.source_ids)
     assert main_row["unsummarized_messages"] == len(live) == len(CONVERSATION) - len(result.source_ids)
@@ -187,7 +187,7 @@ def test_status_of_unknown_user_is_empty(run) -> None:
 
 def test_threads_lists_counts(run, cmm: MemoryManager, user: str) -> None:
     write_thread(cmm, user, "a")
-    cmm.write_messages(user, "b", [{"role": "user", "content": "hello"}])
+    cmm.write_messages([{"role": "user", "content": "hello"}], user_id=user, thread_id="b")
     rows = ok_json(run("threads", "--user", user, "--json"))
     assert {(r["thread_id"], r["total"], r["unsummarized"]) for r in rows} == {("a", 6, 6), ("b", 1, 1)}
     assert all(r["user_id"] == user for r in rows)
@@ -196,7 +196,7 @@ def test_threads_lists_counts(run, cmm: MemoryManager, user: str) -> None:
 
 def test_show_thread_with_summary_marks(run, cmm: MemoryManager, user: str) -> None:
     write_thread(cmm, user, "t")
-    result = cmm.summarize_conversation("t", user, keep_recent=1)
+    result = cmm.summarize_conversation(thread_id="t", user_id=user, keep_recent=1)
     rows = ok_json(run("show", "t", "--user", user, "--json"))
     assert [m["content"] for m in rows] == [c for _, c in CONVERSATION]
     marked = [m["id"] for m in rows if m["summary_id"] == str(result.summary.summary_id)]
@@ -222,7 +222,7 @@ def test_consolidate_then_expand(run, cmm: MemoryManager, user: str) -> None:
     assert [r["thread_id"] for r in out] == ["c1", "c2"]
     assert all(r["status"] == "summarized" and r["source_count"] == 4 and r["kept_turns"] == 1 for r in out)
     for r in out:
-        assert len(cmm.read_conversational_memory(r["thread_id"], user)) == 2
+        assert len(cmm.read_conversational_memory(thread_id=r["thread_id"], user_id=user)) == 2
     again = ok_json(run("consolidate", "c1", "--user", user, "--keep-recent", "1", "--json"))
     assert again[0]["status"] == "nothing_to_summarize"
 
@@ -253,7 +253,7 @@ def test_consolidate_needs_a_thread(run) -> None:
 
 def test_expand_errors(run, cmm: MemoryManager, user: str) -> None:
     write_thread(cmm, user, "e")
-    sid = str(cmm.summarize_conversation("e", user).summary.summary_id)
+    sid = str(cmm.summarize_conversation(thread_id="e", user_id=user).summary.summary_id)
     # another user's summary id is not found, exactly like a missing one
     assert_one_line_error(run("expand", sid, "--user", user + "-other"), 3, sid)
     assert_one_line_error(run("expand", "not-a-uuid", "--user", user), 2, "summary_id")
@@ -262,7 +262,7 @@ def test_expand_errors(run, cmm: MemoryManager, user: str) -> None:
 # -- search / facts ------------------------------------------------------------------------
 def test_search_by_type(run, cmm: MemoryManager, user: str) -> None:
     write_thread(cmm, user, "s")
-    cmm.remember(user, "constraint", "Exports must finish before 06:00 UTC")
+    cmm.remember("constraint", "Exports must finish before 06:00 UTC", user_id=user)
     hits = ok_json(run("search", "export retention days", "--user", user, "--json"))
     assert hits and {h["kind"] for h in hits} <= {"message", "summary", "fact"}
     assert any("30 days" in h["content"] for h in hits)
@@ -276,8 +276,8 @@ def test_search_by_type(run, cmm: MemoryManager, user: str) -> None:
 
 
 def test_facts_active_and_history(run, cmm: MemoryManager, user: str) -> None:
-    first = cmm.remember(user, "preference", "I prefer tea in the morning")
-    second = cmm.remember(user, "preference", "I prefer coffee in the morning")
+    first = cmm.remember("preference", "I prefer tea in the morning", user_id=user)
+    second = cmm.remember("preference", "I prefer coffee in the morning", user_id=user)
     assert second.action == "superseded"
     active = ok_json(run("facts", user, "--json"))
     assert [f["content"] for f in active] == ["I prefer coffee in the morning"]
@@ -322,20 +322,20 @@ def test_tools_list_and_search_read_the_stored_rows(run, cmm: MemoryManager) -> 
 # -- forget-user / purge --------------------------------------------------------------------
 def test_forget_user_asks_first(run, cmm: MemoryManager, user: str) -> None:
     write_thread(cmm, user, "f")
-    cmm.remember(user, "stable_fact", "Works at Northwind")
+    cmm.remember("stable_fact", "Works at Northwind", user_id=user)
     from memory.tables.retention import rows_of_user
 
     with cmm.db.connection() as conn:
-        held = sum(rows_of_user(conn, cmm.db.schema, user).values())
+        held = sum(rows_of_user(conn, cmm.db.schema, user_id=user).values())
     assert held >= 7  # 6 messages, 1 fact, and any side rows (search context)
     declined = run("forget-user", user, input="n\n")
     assert declined.exit_code == 1 and f"Delete {held} rows of user {user!r}" in declined.stderr
-    assert len(cmm.read_thread("f", user)) == 6
+    assert len(cmm.read_thread(thread_id="f", user_id=user)) == 6
     done = run("forget-user", user, "--json", input="y\n")
     report = json.loads(done.stdout)
     assert done.exit_code == 0 and report["deleted"]["conversational_memory"] == 6
     assert report["deleted"]["fact_memory"] == 1 and report["total"] == held
-    assert cmm.read_thread("f", user) == [] and cmm.read_facts(user) == []
+    assert cmm.read_thread(thread_id="f", user_id=user) == [] and cmm.read_facts(user_id=user) == []
     assert_one_line_error(run("forget-user", user, "--yes"), 3, user)
 
 
@@ -343,7 +343,7 @@ def test_forget_user_yes_skips_the_question(run, cmm: MemoryManager, user: str) 
     write_thread(cmm, user, "g")
     result = run("forget-user", user, "--yes")
     assert result.exit_code == 0 and "conversational_memory" in result.stdout
-    assert cmm.read_thread("g", user) == []
+    assert cmm.read_thread(thread_id="g", user_id=user) == []
 
 
 def test_purge_deletes_expired_rows(run, cmm: MemoryManager, user: str) -> None:
@@ -353,7 +353,7 @@ def test_purge_deletes_expired_rows(run, cmm: MemoryManager, user: str) -> None:
                      " WHERE user_id = %s AND role = 'assistant'", (user,))
     report = ok_json(run("purge", "--json"))
     assert report["deleted"]["conversational_memory"] >= 3
-    assert [m.role for m in cmm.read_thread("p", user)] == ["user"] * 3
+    assert [m.role for m in cmm.read_thread(thread_id="p", user_id=user)] == ["user"] * 3
     assert "conversational_memory" in run("purge").stdout
 
 
@@ -411,10 +411,10 @@ def test_bad_configuration_is_one_line(run) -> None:
 @pytest.mark.slow
 def test_search_with_the_real_model(run, real_mm: MemoryManager, user: str) -> None:
     """Default embedder (MiniLM, loaded lazily by the CLI) on the real model's schema: a paraphrase is found."""
-    real_mm.write_messages(user, "r", [
+    real_mm.write_messages([
         {"role": "user", "content": "My daughter starts violin lessons next Tuesday."},
         {"role": "user", "content": "The quarterly tax filing is due at the end of the month."},
-    ])
+    ], user_id=user, thread_id="r")
     extra = {"AGENTMEM_SCHEMA": real_mm.db.schema, "AGENTMEM_EMBEDDER": None}
     hits = ok_json(run("search", "When does my kid begin music classes?", "--user", user, "--type", "messages",
                        "-k", "1", "--json", extra_env=extra))

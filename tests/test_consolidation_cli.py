@@ -19,7 +19,7 @@ def _run(mm, *args):
 
 def test_unconsolidate_restores_the_messages_and_drops_the_summary(mm, user, thread):
     written = seed_thread(mm, user, thread, turns=3)
-    sid = str(mm.summarize_conversation(thread, user).summary.summary_id)
+    sid = str(mm.summarize_conversation(thread_id=thread, user_id=user).summary.summary_id)
     other = _run(mm, "unconsolidate", sid, "--user", user + "-other")
     assert other.exit_code != 0 and "not found" in other.output
     result = _run(mm, "unconsolidate", sid, "--user", user, "--json")

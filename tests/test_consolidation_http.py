@@ -45,7 +45,7 @@ def test_real_model_summary_is_the_servers_answer_with_the_structure(mm, user, t
     raw = RawAnswers()
     model.callbacks = [raw]
     written = seed_thread(mm, user, thread, turns=2)
-    result = mm.summarize_conversation(thread, user, summarizer=mm.summarizer(model))
+    result = mm.summarize_conversation(thread_id=thread, user_id=user, summarizer=mm.summarizer(model))
     assert result.status == "summarized" and result.method in ("llm", "llm-retry"), result.errors
     assert result.source_ids == [m.id for m in written]
     # Every call went to the server and came back from it.

@@ -143,7 +143,7 @@ def test_map_reduce_with_a_failing_merge_concatenates_sections():
 def test_consolidation_of_a_long_thread_map_reduces_on_a_small_window(mm, user, thread):
     written = seed_thread(mm, user, thread, turns=40)
     model = ScriptedChat()
-    result = mm.summarize_conversation(thread, user, summarizer=Summarizer(model, window_tokens=1200,
+    result = mm.summarize_conversation(thread_id=thread, user_id=user, summarizer=Summarizer(model, window_tokens=1200,
                                                                            output_tokens=300))
     assert result.status == "summarized" and result.method == "map-reduce"
     assert result.summary.metadata["pieces"] > 1 and result.llm_calls == len(model.prompts)

@@ -50,11 +50,11 @@ def test_views_exist_after_migrating_an_empty_schema(vmm: MemoryManager, other_p
 
 def test_consolidation_status_from_any_search_path(vmm: MemoryManager, other_path: psycopg.Connection) -> None:
     s = vmm.db.schema
-    vmm.write_messages("ann", "t1", [{"role": r, "content": c} for r, c in MESSAGES])
-    vmm.write_messages("ann", "t2", [{"role": "user", "content": "y" * 4001}])
-    vmm.write_messages("bob", "t1", [{"role": "user", "content": "hello"}])
-    res = vmm.summarize_conversation("t1", "ann", keep_recent=1)
-    live = vmm.read_conversational_memory("t1", "ann")
+    vmm.write_messages([{"role": r, "content": c} for r, c in MESSAGES], user_id="ann", thread_id="t1")
+    vmm.write_messages([{"role": "user", "content": "y" * 4001}], user_id="ann", thread_id="t2")
+    vmm.write_messages([{"role": "user", "content": "hello"}], user_id="bob", thread_id="t1")
+    res = vmm.summarize_conversation(thread_id="t1", user_id="ann", keep_recent=1)
+    live = vmm.read_conversational_memory(thread_id="t1", user_id="ann")
 
     rows = {(r["user_id"], r["thread_id"]): r for r in select(other_path, s, "consolidation_status")}
     assert set(rows) == {("ann", "t1"), ("ann", "t2"), ("bob", "t1")}
@@ -82,7 +82,7 @@ def test_consolidation_status_from_any_search_path(vmm: MemoryManager, other_pat
 
 
 def test_status_through_the_library_uses_settings(vmm: MemoryManager) -> None:
-    vmm.write_messages("ann", "big", [{"role": "user", "content": "z" * 8000}])  # 2000 tokens
+    vmm.write_messages([{"role": "user", "content": "z" * 8000}], user_id="ann", thread_id="big")  # 2000 tokens
     s = vmm.settings
     for window in (2_000, 4_096, 32_768):
         row = views.consolidation_status(vmm.db, s, user_id="ann", context_window=window)[0]
@@ -93,9 +93,9 @@ def test_status_through_the_library_uses_settings(vmm: MemoryManager) -> None:
 
 
 def test_summary_lineage(vmm: MemoryManager, other_path: psycopg.Connection) -> None:
-    vmm.write_messages("ann", "t1", [{"role": r, "content": c} for r, c in MESSAGES])
-    res = vmm.summarize_conversation("t1", "ann", keep_recent=1)
-    src = [m for m in vmm.read_thread("t1", "ann") if m.summary_id]
+    vmm.write_messages([{"role": r, "content": c} for r, c in MESSAGES], user_id="ann", thread_id="t1")
+    res = vmm.summarize_conversation(thread_id="t1", user_id="ann", keep_recent=1)
+    src = [m for m in vmm.read_thread(thread_id="t1", user_id="ann") if m.summary_id]
     [row] = select(other_path, vmm.db.schema, "summary_lineage")
     assert row["summary_id"] == res.summary.summary_id and row["label"] == res.summary.description
     assert row["source_rows"] == row["recorded_source_count"] == len(res.source_ids) and row["sources_intact"]
@@ -110,8 +110,8 @@ def test_summary_lineage(vmm: MemoryManager, other_path: psycopg.Connection) -> 
 
 
 def test_table_sizes_counts_exactly(vmm: MemoryManager, other_path: psycopg.Connection) -> None:
-    vmm.write_messages("ann", "t1", [{"role": r, "content": c} for r, c in MESSAGES])
-    vmm.write_knowledge("ann", "Invoices are generated monthly.", source="billing.md")
+    vmm.write_messages([{"role": r, "content": c} for r, c in MESSAGES], user_id="ann", thread_id="t1")
+    vmm.write_knowledge("Invoices are generated monthly.", user_id="ann", source="billing.md")
     rows = {r["table_name"]: r for r in select(other_path, vmm.db.schema, "table_sizes")}
     for table in ("conversational_memory", "knowledge_memory", "summary_memory", "fact_memory", "tool_log"):
         exact = other_path.execute(sql.SQL("SELECT count(*) AS n FROM {}").format(
@@ -126,10 +126,10 @@ def test_table_sizes_counts_exactly(vmm: MemoryManager, other_path: psycopg.Conn
 
 
 def test_fact_history_chains(vmm: MemoryManager, other_path: psycopg.Connection) -> None:
-    a = vmm.remember("ann", "preference", "I prefer tea in the morning")
-    b = vmm.remember("ann", "preference", "I prefer coffee in the morning")
-    c = vmm.remember("ann", "stable_fact", "Lives in Lisbon")
-    vmm.forget(c.fact.id, "ann")
+    a = vmm.remember("preference", "I prefer tea in the morning", user_id="ann")
+    b = vmm.remember("preference", "I prefer coffee in the morning", user_id="ann")
+    c = vmm.remember("stable_fact", "Lives in Lisbon", user_id="ann")
+    vmm.forget(c.fact.id, user_id="ann")
     assert b.action == "superseded"
     rows = select(other_path, vmm.db.schema, "fact_history", " ORDER BY chain_id, version")
     by_id = {r["fact_id"]: r for r in rows}
@@ -142,7 +142,7 @@ def test_fact_history_chains(vmm: MemoryManager, other_path: psycopg.Connection)
 
 
 def test_memory_growth(vmm: MemoryManager, other_path: psycopg.Connection) -> None:
-    vmm.write_messages("ann", "t1", [{"role": r, "content": c} for r, c in MESSAGES])
+    vmm.write_messages([{"role": r, "content": c} for r, c in MESSAGES], user_id="ann", thread_id="t1")
     rows = select(other_path, vmm.db.schema, "memory_growth", " WHERE table_name = %s", "conversational_memory")
     assert sum(r["rows_added"] for r in rows) == len(MESSAGES)
 

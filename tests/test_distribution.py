@@ -220,8 +220,8 @@ def test_dry_run_checks_the_schema_and_lists_the_plan_without_citus(pg_uri, dist
 
 def test_purging_a_fact_that_superseded_another_unlinks_it(mm, user, sql_conn):
     """The successor key is NO ACTION since 008 (Citus refuses SET NULL on it): forget clears the link first."""
-    old = mm.remember(user, "stable_fact", "Lives in Oslo").fact
-    new = mm.remember(user, "stable_fact", "Lives in Bergen, not Oslo", replaces=old.id).fact
-    mm.forget(new.id, user, purge=True)
+    old = mm.remember("stable_fact", "Lives in Oslo", user_id=user).fact
+    new = mm.remember("stable_fact", "Lives in Bergen, not Oslo", user_id=user, replaces=old.id).fact
+    mm.forget(new.id, user_id=user, purge=True)
     assert sql_conn.execute("SELECT superseded_by, valid_to IS NOT NULL FROM fact_memory WHERE user_id = %s"
                             " AND id = %s", (user, old.id)).fetchone() == (None, True)

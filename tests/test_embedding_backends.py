@@ -197,8 +197,9 @@ def test_cli_search_with_the_cached_onnx_file_never_imports_torch(
         pg_uri: str, fresh_schema: str, onnx_minilm: OnnxMiniLMEmbedder, onnx_cache: Path, user: str) -> None:
     settings = Settings.from_env(database_url=pg_uri, schema=fresh_schema)
     with MemoryManager.open(settings, embedder=onnx_minilm) as mm:
-        mm.write_messages(user, "t1", [{"role": "user", "content": "My cat Miso hates the vacuum cleaner."},
-                                       {"role": "user", "content": "The quarterly report is due on Friday."}])
+        mm.write_messages([{"role": "user", "content": "My cat Miso hates the vacuum cleaner."},
+                                       {"role": "user",
+                                        "content": "The quarterly report is due on Friday."}], user_id=user, thread_id="t1")
     probe = (
         "import json, sys\n"
         "from memory.cli.main import main\n"

@@ -68,10 +68,10 @@ def test_vector_extension_in_its_own_schema(settings, fresh_db):
         conn.execute("CREATE SCHEMA extensions")
         conn.execute("CREATE EXTENSION vector SCHEMA extensions")
     with _open(settings, database_url=fresh_db) as mm:
-        mm.write_conversational_memory("u1", "t1", "user", "the zebra export job EXP-41 failed")
-        hits = mm.search_memory("zebra export", "u1", method="vector")
+        mm.write_conversational_memory("user", "the zebra export job EXP-41 failed", user_id="u1", thread_id="t1")
+        hits = mm.search_memory("zebra export", user_id="u1", method="vector")
         assert hits and "EXP-41" in hits[0].content
-        assert mm.read_knowledge("anything", "u1") == []
+        assert mm.read_knowledge("anything", user_id="u1") == []
 
 
 def test_dropped_vector_extension_is_refused_not_up_to_date(settings, fresh_db):
@@ -153,16 +153,17 @@ def test_lost_connections_are_database_unavailable_and_the_pool_recovers(setting
     url = with_conninfo(pg_uri, application_name=app)
     with _open(settings, database_url=url, schema=fresh_schema, pool_min_size=3) as mm:
         mm.db.pool.wait(timeout=30)
-        mm.write_conversational_memory(user, "t", "user", "before the server went away")
+        mm.write_conversational_memory("user", "before the server went away", user_id=user, thread_id="t")
         assert _terminate(pg_uri, app) >= 3  # every pooled connection dies, as in a server restart
         with pytest.raises(DatabaseUnavailableError, match="lost the connection to PostgreSQL") as info:
-            mm.read_conversational_memory("t", user)
+            mm.read_conversational_memory(thread_id="t", user_id=user)
         assert isinstance(info.value.__cause__, psycopg.OperationalError)
         # The server is back: the next calls work, though the pool still held dead connections.
         for _ in range(4):
-            assert [m.content for m in mm.read_conversational_memory("t", user)] == ["before the server went away"]
-        mm.write_conversational_memory(user, "t", "assistant", "and after")
-        assert len(mm.read_conversational_memory("t", user)) == 2
+            assert [m.content for m in mm.read_conversational_memory(thread_id="t",
+                                                                     user_id=user)] == ["before the server went away"]
+        mm.write_conversational_memory("assistant", "and after", user_id=user, thread_id="t")
+        assert len(mm.read_conversational_memory(thread_id="t", user_id=user)) == 2
 
 
 def test_server_stopped_and_started_again(settings, tmp_path, user):
@@ -175,15 +176,16 @@ def test_server_stopped_and_started_again(settings, tmp_path, user):
     try:
         uri = start_server(data)
         with _open(settings, database_url=uri, schema="agent_memory") as mm:
-            mm.write_conversational_memory(user, "t", "user", "kept across the restart")
+            mm.write_conversational_memory("user", "kept across the restart", user_id=user, thread_id="t")
             assert stop_server(data)
             with pytest.raises(DatabaseUnavailableError) as info:
-                mm.read_conversational_memory("t", user)
+                mm.read_conversational_memory(thread_id="t", user_id=user)
             assert isinstance(info.value.__cause__, psycopg.Error)
             server = pgserver.get_server(data)
             with server._lock:  # pgserver's own start path, as after a reboot
                 server.ensure_postgres_running()
-            assert [m.content for m in mm.read_conversational_memory("t", user)] == ["kept across the restart"]
+            assert [m.content for m in mm.read_conversational_memory(thread_id="t",
+                                                                     user_id=user)] == ["kept across the restart"]
     finally:
         stop_server(data)
         import shutil
@@ -194,9 +196,9 @@ def test_server_stopped_and_started_again(settings, tmp_path, user):
 # -- roles -----------------------------------------------------------------------------------
 def test_read_only_role_can_search(settings, pg_uri, fresh_schema, role_name, user):
     with _open(settings, schema=fresh_schema) as owner:
-        owner.write_conversational_memory(user, "t", "user", "the zebra export job EXP-77 failed")
-        owner.write_messages(user, "t", [{"role": "user", "content": "zebra deferred row, no vector yet"}],
-                             embed=False)
+        owner.write_conversational_memory("user", "the zebra export job EXP-77 failed", user_id=user, thread_id="t")
+        owner.write_messages([{"role": "user", "content": "zebra deferred row, no vector yet"}], user_id=user,
+                             thread_id="t", embed=False)
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         ident = sql.Identifier(role_name)
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(ident))
@@ -206,10 +208,10 @@ def test_read_only_role_can_search(settings, pg_uri, fresh_schema, role_name, us
     reader_url = with_conninfo(pg_uri, user=role_name)
     with _open(settings, database_url=reader_url, schema=fresh_schema) as reader:
         for _ in range(2):
-            hits = reader.search_memory("zebra export", user)
+            hits = reader.search_memory("zebra export", user_id=user)
             assert {h.content for h in hits} >= {"the zebra export job EXP-77 failed",
                                                  "zebra deferred row, no vector yet"}
-        assert reader.read_conversational_memory("t", user)
+        assert reader.read_conversational_memory(thread_id="t", user_id=user)
     with psycopg.connect(pg_uri) as conn:  # the reader wrote nothing
         pending = conn.execute(sql.SQL("SELECT count(*) FROM {}.conversational_memory WHERE embedding IS NULL")
                                .format(sql.Identifier(fresh_schema))).fetchone()

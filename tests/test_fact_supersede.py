@@ -30,11 +30,11 @@ PAIRS = Path(__file__).parent / "data" / "fact_pairs.jsonl"
     ("preference", "The user likes emoji in replies.", "The user likes bullet points in replies."),
 ])
 def test_a_compatible_fact_is_kept_beside_the_old_one(real_mm, user, category, old, new):
-    first = real_mm.remember(user, category, old)
-    second = real_mm.remember(user, category, new)
+    first = real_mm.remember(category, old, user_id=user)
+    second = real_mm.remember(category, new, user_id=user)
     assert second.action == "created", second.reason
-    assert {f.content for f in real_mm.read_facts(user)} == {old, new}
-    assert first.fact.id in {f.id for f in real_mm.read_facts(user)}
+    assert {f.content for f in real_mm.read_facts(user_id=user)} == {old, new}
+    assert first.fact.id in {f.id for f in real_mm.read_facts(user_id=user)}
 
 
 @pytest.mark.parametrize("category, old, new", [
@@ -47,12 +47,12 @@ def test_a_compatible_fact_is_kept_beside_the_old_one(real_mm, user, category, o
     ("stable_fact", "The user deploys on AWS.", "The user migrated from AWS to GCP."),
 ])
 def test_a_contradiction_of_the_same_attribute_supersedes(real_mm, user, category, old, new):
-    first = real_mm.remember(user, category, old)
-    second = real_mm.remember(user, category, new)
+    first = real_mm.remember(category, old, user_id=user)
+    second = real_mm.remember(category, new, user_id=user)
     assert second.action == "superseded", second.reason
     assert second.previous.id == first.fact.id and second.previous.valid_to is not None
-    assert [f.content for f in real_mm.read_facts(user)] == [new]
-    history = real_mm.fact_history(second.fact.id, user)
+    assert [f.content for f in real_mm.read_facts(user_id=user)] == [new]
+    history = real_mm.fact_history(second.fact.id, user_id=user)
     assert [f.content for f in history] == [old, new]  # nothing lost
 
 
@@ -62,11 +62,11 @@ def test_a_contradiction_of_the_same_attribute_supersedes(real_mm, user, categor
     ("stable_fact", "The user works at Siemens.", "The user is employed by Siemens."),
 ])
 def test_a_restatement_updates_the_fact_in_place(real_mm, user, category, old, new):
-    first = real_mm.remember(user, category, old)
-    second = real_mm.remember(user, category, new)
+    first = real_mm.remember(category, old, user_id=user)
+    second = real_mm.remember(category, new, user_id=user)
     assert second.action == "updated", second.reason
     assert second.fact.id == first.fact.id
-    assert [f.content for f in real_mm.read_facts(user)] == [new]
+    assert [f.content for f in real_mm.read_facts(user_id=user)] == [new]
 
 
 def test_supersede_precision_on_the_held_out_pairs(minilm):

@@ -57,8 +57,9 @@ BAD_TOOL_CALLS = [
 def test_malformed_tool_calls_are_rejected_and_nothing_written(mm, sql_conn, user, thread, bad):
     before = total_rows(sql_conn)
     with pytest.raises(InvalidInputError) as info:
-        mm.write_messages(user, thread, [{"role": "user", "content": "hi"},
-                                         {"role": "assistant", "content": "", "tool_calls": bad}])
+        mm.write_messages([{"role": "user", "content": "hi"},
+                                         {"role": "assistant", "content": "",
+                                          "tool_calls": bad}], user_id=user, thread_id=thread)
     assert "tool_calls" in str(info.value)
     assert total_rows(sql_conn) == before
 
@@ -66,9 +67,10 @@ def test_malformed_tool_calls_are_rejected_and_nothing_written(mm, sql_conn, use
 def test_well_formed_tool_calls_of_both_shapes_are_accepted(mm, user, thread):
     langchain = [_call("c1", "lookup", {"city": "Paris"}), {"id": None, "name": "now", "args": {}, "type": "tool_call"}]
     openai = [{"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": '{"city": "Rome"}'}}]
-    mm.write_messages(user, thread, [{"role": "assistant", "content": "", "tool_calls": langchain},
-                                     {"role": "assistant", "content": "", "tool_calls": openai}])
-    rows = mm.read_thread(thread, user)
+    mm.write_messages([{"role": "assistant", "content": "", "tool_calls": langchain},
+                                     {"role": "assistant", "content": "",
+                                      "tool_calls": openai}], user_id=user, thread_id=thread)
+    rows = mm.read_thread(thread_id=thread, user_id=user)
     assert rows[0].tool_calls == langchain and rows[1].tool_calls == openai
     text = format_conversation(rows)
     assert 'lookup({"city": "Paris"})' in text and 'lookup({"city": "Rome"})' in text
@@ -79,7 +81,8 @@ def test_well_formed_tool_calls_of_both_shapes_are_accepted(mm, user, thread):
 def test_metadata_and_tool_args_must_be_objects(mm, sql_conn, user, thread, field, bad):
     before = total_rows(sql_conn)
     with pytest.raises(InvalidInputError) as info:
-        mm.write_messages(user, thread, [{"role": "tool", "content": "r", "tool_call_id": "c1", field: bad}])
+        mm.write_messages([{"role": "tool", "content": "r", "tool_call_id": "c1", field: bad}], user_id=user,
+                          thread_id=thread)
     assert field in str(info.value) and "object" in str(info.value)
     assert total_rows(sql_conn) == before
 
@@ -111,41 +114,44 @@ def _insert_raw(sql_conn, user: str, thread: str, role: str, content: str, *, to
 @pytest.mark.parametrize("tool_calls,metadata,tool_args", MALFORMED_ROWS, ids=range(len(MALFORMED_ROWS)))
 def test_readers_survive_a_malformed_row_written_by_sql(mm, sql_conn, user, thread, tool_calls, metadata,
                                                         tool_args):
-    mm.write_messages(user, thread, [{"role": "user", "content": "What is the status of ticket T-7?"}])
+    mm.write_messages([{"role": "user", "content": "What is the status of ticket T-7?"}], user_id=user,
+                      thread_id=thread)
     _insert_raw(sql_conn, user, thread, "assistant", "checking T-7", tool_calls=tool_calls, metadata=metadata)
     _insert_raw(sql_conn, user, thread, "tool", "T-7 is open", tool_call_id="c9", tool_args=tool_args)
-    mm.write_messages(user, thread, [{"role": "user", "content": "thanks"},
-                                     {"role": "assistant", "content": "You're welcome."}])
+    mm.write_messages([{"role": "user", "content": "thanks"},
+                                     {"role": "assistant",
+                                      "content": "You're welcome."}], user_id=user, thread_id=thread)
 
-    rows = mm.read_thread(thread, user)
+    rows = mm.read_thread(thread_id=thread, user_id=user)
     assert [m.content for m in rows][:3] == ["What is the status of ticket T-7?", "checking T-7", "T-7 is open"]
     for m in rows:
         assert m.tool_calls is None or all(isinstance(c, dict) for c in m.tool_calls)
         assert isinstance(m.metadata, dict)
-    context = mm.build_context("ticket T-7", user, thread)
+    context = mm.build_context("ticket T-7", user_id=user, thread_id=thread)
     assert "checking T-7" in context and "T-7 is open" in context
     built = ContextBuilder(8000).build(ContextParts(instructions="Be brief.", user_message="and now?",
-                                                    conversation=mm.read_conversational_memory(thread, user)))
+                                                    conversation=mm.read_conversational_memory(thread_id=thread,
+                                                                                               user_id=user)))
     assert "thanks" in built.text
-    result = mm.summarize_conversation(thread, user)
+    result = mm.summarize_conversation(thread_id=thread, user_id=user)
     assert result.status == "summarized"
-    assert {m.id for m in mm.expand_summary(result.summary.summary_id, user).messages} == {m.id for m in rows}
+    assert {m.id for m in mm.expand_summary(result.summary.summary_id, user_id=user).messages} == {m.id for m in rows}
 
 
 @pytest.mark.parametrize("steps,metadata", [("42", "[1, 2]"), ('"one step as text"', '"text"'), ("null", "7")])
 def test_workflows_knowledge_and_summaries_with_odd_json_still_read(mm, sql_conn, user, thread, steps, metadata):
-    wf = mm.write_workflow(user, "zebra export", "Export the zebra report", ["open", "export"], query="zebra")
-    item = mm.write_knowledge(user, "zebra reports export nightly")
-    summary = mm.write_summary(user, thread, "zebra summary", "zebra export discussed")
+    wf = mm.write_workflow("zebra export", "Export the zebra report", ["open", "export"], user_id=user, query="zebra")
+    item = mm.write_knowledge("zebra reports export nightly", user_id=user)
+    summary = mm.write_summary("zebra summary", "zebra export discussed", user_id=user, thread_id=thread)
     sql_conn.execute("UPDATE workflow_memory SET steps = %s::jsonb WHERE id = %s", (steps, wf.id))
     sql_conn.execute("UPDATE knowledge_memory SET metadata = %s::jsonb WHERE id = %s", (metadata, item.id))
     sql_conn.execute("UPDATE summary_memory SET metadata = %s::jsonb WHERE summary_id = %s",
                      (metadata, summary.summary_id))
-    [found] = [w for w in mm.read_workflows("zebra export", user) if w.id == wf.id]
+    [found] = [w for w in mm.read_workflows("zebra export", user_id=user) if w.id == wf.id]
     assert isinstance(found.steps, list)
-    assert all(isinstance(k.metadata, dict) for k in mm.read_knowledge("zebra", user))
-    assert all(isinstance(s.metadata, dict) for s in mm.read_summaries(user))
-    context = mm.build_context("zebra export", user, thread)
+    assert all(isinstance(k.metadata, dict) for k in mm.read_knowledge("zebra", user_id=user))
+    assert all(isinstance(s.metadata, dict) for s in mm.read_summaries(user_id=user))
+    context = mm.build_context("zebra export", user_id=user, thread_id=thread)
     assert "zebra export" in context and "zebra reports export nightly" in context
 
 
@@ -156,93 +162,95 @@ IMPOSSIBLE_DATES = ["10000-01-01 00:00:00+00", "infinity", "-infinity", "0044-03
 @pytest.mark.parametrize("stamp", IMPOSSIBLE_DATES)
 def test_a_row_dated_beyond_python_breaks_no_reader(mm, sql_conn, user, thread, stamp):
     other, other_thread = user + "-other", thread + "-other"
-    mm.write_messages(other, other_thread, [{"role": "user", "content": "my zebra project plan"}])
-    mm.write_messages(user, thread, [{"role": "user", "content": "the zebra migration is due"}])
+    mm.write_messages([{"role": "user", "content": "my zebra project plan"}], user_id=other, thread_id=other_thread)
+    mm.write_messages([{"role": "user", "content": "the zebra migration is due"}], user_id=user, thread_id=thread)
     _insert_raw(sql_conn, user, thread, "assistant", "zebra noted for the far future", created_at=stamp)
-    item = mm.write_knowledge(user, "zebra knowledge from beyond")
+    item = mm.write_knowledge("zebra knowledge from beyond", user_id=user)
     sql_conn.execute("UPDATE knowledge_memory SET created_at = %s WHERE id = %s", (stamp, item.id))
-    summary = mm.write_summary(user, thread, "odd dates", "zebra summary")
+    summary = mm.write_summary("odd dates", "zebra summary", user_id=user, thread_id=thread)
     sql_conn.execute("UPDATE summary_memory SET first_message_at = %s, last_message_at = %s, created_at = %s"
                      " WHERE summary_id = %s", (stamp, stamp, stamp, summary.summary_id))
-    entity = mm.write_entity(user, "Zebra", "project")
+    entity = mm.write_entity("Zebra", "project", user_id=user)
     sql_conn.execute("UPDATE entity_memory SET first_seen = %s, last_seen = %s WHERE id = %s",
                      (stamp, stamp, entity.id))
-    fact = mm.remember(user, "stable_fact", "Works on the zebra project").fact
+    fact = mm.remember("stable_fact", "Works on the zebra project", user_id=user).fact
     sql_conn.execute("UPDATE fact_memory SET valid_from = %s WHERE id = %s", (stamp, fact.id))
 
     for uid, tid in ((user, thread), (other, other_thread)):
-        rows = mm.read_thread(tid, uid)
+        rows = mm.read_thread(thread_id=tid, user_id=uid)
         assert rows and all(isinstance(m.created_at, datetime) and m.created_at.tzinfo for m in rows)
-        assert mm.read_conversational_memory(tid, uid)
-        assert mm.search_memory("zebra", uid)
-        assert "zebra" in mm.build_context("zebra", uid, tid)
-        assert mm.read_summaries(uid) or uid == other
-        assert mm.read_entities(uid) or uid == other
-        assert mm.recall(uid) or uid == other
+        assert mm.read_conversational_memory(thread_id=tid, user_id=uid)
+        assert mm.search_memory("zebra", user_id=uid)
+        assert "zebra" in mm.build_context("zebra", user_id=uid, thread_id=tid)
+        assert mm.read_summaries(user_id=uid) or uid == other
+        assert mm.read_entities(user_id=uid) or uid == other
+        assert mm.recall(user_id=uid) or uid == other
     threads = {(t["user_id"], t["thread_id"]): t for t in mm.list_threads()}
     assert (user, thread) in threads and (other, other_thread) in threads
-    mine = mm.read_thread(thread, user)
+    mine = mm.read_thread(thread_id=thread, user_id=user)
     odd = next(m for m in mine if m.content.startswith("zebra noted"))
     if stamp.startswith("-") or stamp.endswith("BC"):
         assert odd.created_at == datetime.min.replace(tzinfo=timezone.utc) or odd.created_at.year == 1
         assert mine[0] is odd  # still ordered as the database orders it
     else:
         assert odd.created_at.year == 9999 and mine[-1] is odd
-    assert mm.summarize_conversation(thread, user).status == "summarized"
+    assert mm.summarize_conversation(thread_id=thread, user_id=user).status == "summarized"
 
 
 # -- 6. every argument through memory.store.validation ----------------------------------------------
 def _bad_calls(mm: MemoryManager, user: str, thread: str) -> list[tuple[str, Any]]:
     return [
-        ("limit", lambda: mm.read_conversational_memory(thread, user, limit=10**30)),
-        ("limit", lambda: mm.read_conversational_memory(thread, user, limit="5")),
-        ("limit", lambda: mm.read_tool_log(user, limit=10**30)),
-        ("limit", lambda: mm.read_summaries(user, limit=10**30)),
-        ("k", lambda: mm.read_knowledge("q", user, k=10**30)),
-        ("k", lambda: mm.search_memory("q", user, k=10**30)),
-        ("k", lambda: mm.recall(user, "q", k=10**30)),
-        ("source_count", lambda: mm.write_summary(user, thread, "d", "c", source_count="abc")),
-        ("source_count", lambda: mm.write_summary(user, thread, "d", "c", source_count=-1)),
-        ("source_count", lambda: mm.write_summary(user, thread, "d", "c", source_count=10**30)),
-        ("source_count", lambda: mm.write_summary(user, thread, "d", "c", source_count=2.5)),
-        ("first_message_at", lambda: mm.write_summary(user, thread, "d", "c", first_message_at="yesterday")),
-        ("last_message_at", lambda: mm.write_summary(user, thread, "d", "c", last_message_at=12)),
-        ("duration_ms", lambda: mm.write_tool_log(user, "t", {}, "o", duration_ms="fast")),
-        ("duration_ms", lambda: mm.write_tool_log(user, "t", {}, "o", duration_ms=float("nan"))),
-        ("duration_ms", lambda: mm.write_tool_log(user, "t", {}, "o", duration_ms=-3)),
-        ("duration_ms", lambda: mm.write_tool_log(user, "t", {}, "o", duration_ms=10**400)),
-        ("args", lambda: mm.write_tool_log(user, "t", "not an object", "o")),
-        ("thread_id", lambda: mm.read_summaries(user, thread_id="a\nb")),
-        ("thread_id", lambda: mm.read_summaries(user, thread_id=5)),
-        ("created_at", lambda: mm.write_messages(user, thread, [{"role": "user", "content": "x",
-                                                                 "created_at": "2024-01-01"}])),
-        ("source", lambda: mm.write_knowledge(user, "c", source=5)),
-        ("metadata", lambda: mm.write_knowledge(user, "c", metadata=["x"])),
-        ("metadata", lambda: mm.write_summary(user, thread, "d", "c", metadata=["x"])),
-        ("shared", lambda: mm.write_workflow(user, "n", "d", ["s"], shared="no")),
-        ("include_summarized", lambda: mm.read_thread(thread, user, include_summarized="no")),
-        ("hybrid", lambda: mm.read_knowledge("q", user, hybrid="no")),
-        ("success", lambda: mm.record_workflow_use("00000000-0000-0000-0000-000000000000", user, success=3)),
-        ("entry_id", lambda: mm.write_tool_log(user, "t", {}, "o", tool_call_id=5)),
-        ("message_id", lambda: mm.correct(user, thread, "a", "b", message_id=10**30)),
-        ("batch_size", lambda: mm.embed_pending_messages(user, batch_size=0)),
-        ("limit", lambda: mm.embed_pending_messages(user, limit=-1)),
-        ("keep_recent", lambda: mm.summarize_conversation(thread, user, keep_recent=10**30)),
-        ("min_score", lambda: mm.search_memory("q", user, min_score="high")),
-        ("weights", lambda: mm.search_memory("q", user, weights={"fusion": "rrf"})),
-        ("include_history", lambda: mm.recall(user, include_history="yes")),
-        ("purge", lambda: mm.forget("00000000-0000-0000-0000-000000000000", user, purge="yes")),
-        ("focus", lambda: mm.summarize_conversation(thread, user, focus=["dates"])),
-        ("context", lambda: mm.offload_to_summary(None, thread, user)),
+        ("limit", lambda: mm.read_conversational_memory(thread_id=thread, user_id=user, limit=10**30)),
+        ("limit", lambda: mm.read_conversational_memory(thread_id=thread, user_id=user, limit="5")),
+        ("limit", lambda: mm.read_tool_log(user_id=user, limit=10**30)),
+        ("limit", lambda: mm.read_summaries(user_id=user, limit=10**30)),
+        ("k", lambda: mm.read_knowledge("q", user_id=user, k=10**30)),
+        ("k", lambda: mm.search_memory("q", user_id=user, k=10**30)),
+        ("k", lambda: mm.recall("q", user_id=user, k=10**30)),
+        ("source_count", lambda: mm.write_summary("d", "c", user_id=user, thread_id=thread, source_count="abc")),
+        ("source_count", lambda: mm.write_summary("d", "c", user_id=user, thread_id=thread, source_count=-1)),
+        ("source_count", lambda: mm.write_summary("d", "c", user_id=user, thread_id=thread, source_count=10**30)),
+        ("source_count", lambda: mm.write_summary("d", "c", user_id=user, thread_id=thread, source_count=2.5)),
+        ("first_message_at", lambda: mm.write_summary("d", "c", user_id=user, thread_id=thread,
+                                                      first_message_at="yesterday")),
+        ("last_message_at", lambda: mm.write_summary("d", "c", user_id=user, thread_id=thread, last_message_at=12)),
+        ("duration_ms", lambda: mm.write_tool_log("t", {}, "o", user_id=user, duration_ms="fast")),
+        ("duration_ms", lambda: mm.write_tool_log("t", {}, "o", user_id=user, duration_ms=float("nan"))),
+        ("duration_ms", lambda: mm.write_tool_log("t", {}, "o", user_id=user, duration_ms=-3)),
+        ("duration_ms", lambda: mm.write_tool_log("t", {}, "o", user_id=user, duration_ms=10**400)),
+        ("args", lambda: mm.write_tool_log("t", "not an object", "o", user_id=user)),
+        ("thread_id", lambda: mm.read_summaries(user_id=user, thread_id="a\nb")),
+        ("thread_id", lambda: mm.read_summaries(user_id=user, thread_id=5)),
+        ("created_at", lambda: mm.write_messages([{"role": "user", "content": "x",
+                                                                 "created_at": "2024-01-01"}], user_id=user, thread_id=thread)),
+        ("source", lambda: mm.write_knowledge("c", user_id=user, source=5)),
+        ("metadata", lambda: mm.write_knowledge("c", user_id=user, metadata=["x"])),
+        ("metadata", lambda: mm.write_summary("d", "c", user_id=user, thread_id=thread, metadata=["x"])),
+        ("shared", lambda: mm.write_workflow("n", "d", ["s"], user_id=user, shared="no")),
+        ("include_summarized", lambda: mm.read_thread(thread_id=thread, user_id=user, include_summarized="no")),
+        ("hybrid", lambda: mm.read_knowledge("q", user_id=user, hybrid="no")),
+        ("success", lambda: mm.record_workflow_use("00000000-0000-0000-0000-000000000000", user_id=user, success=3)),
+        ("entry_id", lambda: mm.write_tool_log("t", {}, "o", user_id=user, tool_call_id=5)),
+        ("message_id", lambda: mm.correct("a", "b", user_id=user, thread_id=thread, message_id=10**30)),
+        ("batch_size", lambda: mm.embed_pending_messages(user_id=user, batch_size=0)),
+        ("limit", lambda: mm.embed_pending_messages(user_id=user, limit=-1)),
+        ("keep_recent", lambda: mm.summarize_conversation(thread_id=thread, user_id=user, keep_recent=10**30)),
+        ("min_score", lambda: mm.search_memory("q", user_id=user, min_score="high")),
+        ("weights", lambda: mm.search_memory("q", user_id=user, weights={"fusion": "rrf"})),
+        ("include_history", lambda: mm.recall(user_id=user, include_history="yes")),
+        ("purge", lambda: mm.forget("00000000-0000-0000-0000-000000000000", user_id=user, purge="yes")),
+        ("focus", lambda: mm.summarize_conversation(thread_id=thread, user_id=user, focus=["dates"])),
+        ("context", lambda: mm.offload_to_summary(None, thread_id=thread, user_id=user)),
         ("model", lambda: mm.calculate_context_usage("hello", model=["gpt-4o"])),
         ("now", lambda: mm.purge_expired(now="today")),
-        ("messages", lambda: mm.write_messages(user, thread, 42)),
-        ("embed", lambda: mm.write_messages(user, thread, [{"role": "user", "content": "x"}], embed="no")),
+        ("messages", lambda: mm.write_messages(42, user_id=user, thread_id=thread)),
+        ("embed", lambda: mm.write_messages([{"role": "user", "content": "x"}], user_id=user, thread_id=thread,
+                                            embed="no")),
     ]
 
 
 def test_every_bad_argument_is_an_agentmem_error_and_writes_nothing(mm, sql_conn, user, thread):
-    mm.write_messages(user, thread, [{"role": "user", "content": "hello"}])
+    mm.write_messages([{"role": "user", "content": "hello"}], user_id=user, thread_id=thread)
     before = total_rows(sql_conn)
     escaped = []
     for field, call in _bad_calls(mm, user, thread):
@@ -261,8 +269,8 @@ def test_every_bad_argument_is_an_agentmem_error_and_writes_nothing(mm, sql_conn
 
 def test_the_messages_say_what_to_do(mm, user, thread):
     with pytest.raises(InvalidInputError, match=r"limit must be at most"):
-        mm.read_conversational_memory(thread, user, limit=10**30)
+        mm.read_conversational_memory(thread_id=thread, user_id=user, limit=10**30)
     with pytest.raises(InvalidInputError, match=r"source_count must be a non-negative integer, got 'abc'"):
-        mm.write_summary(user, thread, "d", "c", source_count="abc")
+        mm.write_summary("d", "c", user_id=user, thread_id=thread, source_count="abc")
     with pytest.raises(InvalidInputError, match=r"duration_ms must be a non-negative number of milliseconds"):
-        mm.write_tool_log(user, "t", {}, "o", duration_ms="fast")
+        mm.write_tool_log("t", {}, "o", user_id=user, duration_ms="fast")

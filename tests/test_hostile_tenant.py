@@ -51,8 +51,8 @@ def world(pg_uri: str, session_mm: MemoryManager) -> dict[str, Any]:
     thread = f"t-{uuid.uuid4().hex[:6]}"
     populate(mm, alice, thread, f"zq{uuid.uuid4().hex[:8]}")
     populate(mm, mallory, thread, f"zq{uuid.uuid4().hex[:8]}")
-    shared = mm.write_workflow("owner", f"shared-{uuid.uuid4().hex[:6]}", "reset a password", ["open", "reset"],
-                               shared=True)
+    shared = mm.write_workflow(f"shared-{uuid.uuid4().hex[:6]}", "reset a password", ["open", "reset"],
+                               user_id="owner", shared=True)
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(mm.db.schema)))
         tool = conn.execute(

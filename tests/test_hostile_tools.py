@@ -118,7 +118,7 @@ def tb(mm: MemoryManager) -> Toolbox:
 
 def logged(mm: MemoryManager, result: Any, user: str) -> Any:
     assert result.log_id is not None, "the call was not logged"
-    return mm.read_tool_log_entry(result.log_id, user)
+    return mm.read_tool_log_entry(result.log_id, user_id=user)
 
 
 def deep_dict(depth: int) -> dict[str, Any]:
@@ -303,12 +303,12 @@ def test_the_agents_wall_time_bound_is_real(mm, tb, user, thread):
                                                  AIMessage("Sorry, the lookup is too slow today.")])
     agent = MemoryAgent(mm, tb, model, extract_with_model=False, max_seconds=2, max_iterations=5)
     started = time.monotonic()
-    result = agent.run("Run the slow lookup please", user, thread)
+    result = agent.run("Run the slow lookup please", user_id=user, thread_id=thread)
     elapsed = time.monotonic() - started
     assert elapsed < 15, f"the turn took {elapsed:.1f} s with max_seconds=2"  # not the 30 s the tool sleeps
     assert result.forced_final and result.answer == "Sorry, the lookup is too slow today."
     assert [c.status for c in result.tool_calls] == ["error"]
-    stored = mm.read_thread(thread, user)
+    stored = mm.read_thread(thread_id=thread, user_id=user)
     tool_msgs = [m for m in stored if m.role == "tool"]
     assert len(tool_msgs) == 1 and json.loads(tool_msgs[0].content)["error"] == "tool_timeout"
     assert stored[-1].role == "assistant" and stored[-1].content == result.answer
@@ -319,9 +319,10 @@ def test_calls_made_after_the_time_is_up_are_answered_not_run(mm, tb, user, thre
                                     {"name": "echo", "args": {"text": "late"}, "id": "s2"}])
     model = FakeMessagesListChatModel(responses=[two, AIMessage("Giving up.")])
     agent = MemoryAgent(mm, tb, model, extract_with_model=False, max_seconds=1)
-    result = agent.run("Do both things", user, thread)
+    result = agent.run("Do both things", user_id=user, thread_id=thread)
     assert [(c.name, c.status) for c in result.tool_calls] == [("slow", "error"), ("echo", "error")]
-    answers = {m.tool_call_id: json.loads(m.content)["error"] for m in mm.read_thread(thread, user) if m.role == "tool"}
+    answers = {m.tool_call_id: json.loads(m.content)["error"] for m in mm.read_thread(thread_id=thread,
+                                                                                      user_id=user) if m.role == "tool"}
     assert answers == {"s1": "tool_timeout", "s2": "not_run"}  # every call answered, the late one never run
 
 
@@ -330,11 +331,11 @@ def test_calls_made_after_the_time_is_up_are_answered_not_run(mm, tb, user, thre
 def test_unstorable_characters_in_tool_arguments_become_a_tool_error(mm, tb, user, thread, bad):
     model = FakeMessagesListChatModel(responses=[call("echo", text=bad), AIMessage("That input was broken.")])
     agent = MemoryAgent(mm, tb, model, extract_with_model=False)
-    result = agent.run("Echo something odd", user, thread)
+    result = agent.run("Echo something odd", user_id=user, thread_id=thread)
     assert result.answer == "That input was broken." and not result.forced_final
     assert [(c.name, c.status) for c in result.tool_calls] == [("echo", "error")]
     assert json.loads(result.tool_calls[0].content)["error"] == "invalid_arguments"
-    stored = mm.read_thread(thread, user)
+    stored = mm.read_thread(thread_id=thread, user_id=user)
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert "unstorable_arguments" in stored[1].tool_calls[0]["args"]
     assert stored[2].tool_call_id == stored[1].tool_calls[0]["id"]
@@ -344,8 +345,8 @@ def test_a_nul_in_the_models_answer_and_call_id_is_stored_escaped(mm, tb, user, 
     odd = AIMessage("", tool_calls=[{"name": "echo", "args": {"text": "hi"}, "id": "id\x00x"}])
     model = FakeMessagesListChatModel(responses=[odd, AIMessage("done \x00 here")])
     agent = MemoryAgent(mm, tb, model, extract_with_model=False)
-    result = agent.run("Echo hi", user, thread)
+    result = agent.run("Echo hi", user_id=user, thread_id=thread)
     assert result.answer == "done \x00 here"
-    stored = mm.read_thread(thread, user)
+    stored = mm.read_thread(thread_id=thread, user_id=user)
     assert stored[-1].content == "done \\x00 here"
     assert stored[1].tool_calls[0]["id"] == stored[2].tool_call_id == "id\\x00x"

@@ -49,28 +49,28 @@ def read_everything(mm: MemoryManager, user: str, thread: str, ids: dict[str, An
     """Every public read API, with Alice's ids; NotFoundError recorded as such."""
     sid = ids["summary_id"]
     calls: dict[str, Callable[[], Any]] = {
-        "read_conversational_memory": lambda: mm.read_conversational_memory(thread, user),
-        "read_thread": lambda: mm.read_thread(thread, user),
-        "list_threads": lambda: mm.list_threads(user),
-        "read_knowledge": lambda: mm.read_knowledge(marker, user),
-        "read_workflows": lambda: mm.read_workflows(marker, user),
-        "read_entities": lambda: mm.read_entities(user),
-        "read_entities_query": lambda: mm.read_entities(user, marker),
-        "read_summaries": lambda: mm.read_summaries(user),
-        "read_summary_memory": lambda: mm.read_summary_memory(marker, user),
-        "summary_references": lambda: mm.summary_references(user),
-        "read_summary_by_id": lambda: mm.read_summary_by_id(sid, user),
-        "read_conversations_by_summary_id": lambda: mm.read_conversations_by_summary_id(sid, user),
-        "expand_summary": lambda: mm.expand_summary(sid, user),
-        "read_tool_log": lambda: mm.read_tool_log(user),
-        "read_tool_log_entry": lambda: mm.read_tool_log_entry(ids["tool_log"].id, user),
-        "read_facts": lambda: mm.read_facts(user),
-        "recall": lambda: mm.recall(user),
-        "recall_query": lambda: mm.recall(user, marker),
-        "recall_history": lambda: mm.recall(user, include_history=True),
-        "fact_history": lambda: mm.fact_history(ids["fact"].id, user),
-        "search_memory": lambda: mm.search_memory(marker, user),
-        "build_context": lambda: mm.build_context(marker, user, thread),
+        "read_conversational_memory": lambda: mm.read_conversational_memory(thread_id=thread, user_id=user),
+        "read_thread": lambda: mm.read_thread(thread_id=thread, user_id=user),
+        "list_threads": lambda: mm.list_threads(user_id=user),
+        "read_knowledge": lambda: mm.read_knowledge(marker, user_id=user),
+        "read_workflows": lambda: mm.read_workflows(marker, user_id=user),
+        "read_entities": lambda: mm.read_entities(user_id=user),
+        "read_entities_query": lambda: mm.read_entities(marker, user_id=user),
+        "read_summaries": lambda: mm.read_summaries(user_id=user),
+        "read_summary_memory": lambda: mm.read_summary_memory(marker, user_id=user),
+        "summary_references": lambda: mm.summary_references(user_id=user),
+        "read_summary_by_id": lambda: mm.read_summary_by_id(sid, user_id=user),
+        "read_conversations_by_summary_id": lambda: mm.read_conversations_by_summary_id(sid, user_id=user),
+        "expand_summary": lambda: mm.expand_summary(sid, user_id=user),
+        "read_tool_log": lambda: mm.read_tool_log(user_id=user),
+        "read_tool_log_entry": lambda: mm.read_tool_log_entry(ids["tool_log"].id, user_id=user),
+        "read_facts": lambda: mm.read_facts(user_id=user),
+        "recall": lambda: mm.recall(user_id=user),
+        "recall_query": lambda: mm.recall(marker, user_id=user),
+        "recall_history": lambda: mm.recall(user_id=user, include_history=True),
+        "fact_history": lambda: mm.fact_history(ids["fact"].id, user_id=user),
+        "search_memory": lambda: mm.search_memory(marker, user_id=user),
+        "build_context": lambda: mm.build_context(marker, user_id=user, thread_id=thread),
     }
     out: dict[str, Any] = {}
     for name, call in calls.items():
@@ -100,9 +100,9 @@ def test_no_public_read_api_crosses_users(through, mm, request, thread):
         assert seen_by_bob[name] is NotFoundError
     # Writes keyed by another user's ids are not found either.
     with pytest.raises(NotFoundError):
-        reader.forget(ids["fact"].id, bob)
+        reader.forget(ids["fact"].id, user_id=bob)
     with pytest.raises(NotFoundError):
-        reader.record_workflow_use(ids["workflow"].id, bob)
+        reader.record_workflow_use(ids["workflow"].id, user_id=bob)
 
 
 def test_every_user_table_is_under_row_level_security(sql_conn, mm, app_role):
@@ -158,7 +158,7 @@ def test_raw_sql_as_app_role_sees_only_the_user_in_the_setting(mm, app_sql, thre
     "UPDATE knowledge_memory SET user_id = %(other)s WHERE user_id = %(me)s",
 ])
 def test_app_role_cannot_write_rows_of_another_user(mm, app_sql, user, statement):
-    mm.write_knowledge(user, "mine")
+    mm.write_knowledge("mine", user_id=user)
     app_sql.execute("SELECT set_config('agentmem.user_id', %s, false)", (user,))
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         app_sql.execute(statement, {"other": f"victim-{uuid.uuid4().hex[:6]}", "me": user})
@@ -173,8 +173,8 @@ def test_app_role_cannot_turn_security_off(app_sql):
 
 
 def test_setting_does_not_outlive_the_transaction(app_mm, user):
-    app_mm.remember(user, "preference", "User likes quiet carriages")
-    assert len(app_mm.read_facts(user)) == 1
+    app_mm.remember("preference", "User likes quiet carriages", user_id=user)
+    assert len(app_mm.read_facts(user_id=user)) == 1
     for _ in range(app_mm.settings.pool_max_size):  # whichever pooled connection comes back
         with app_mm.db.connection() as conn:
             assert conn.execute("SELECT count(*) FROM fact_memory").fetchone()[0] == 0
@@ -183,31 +183,31 @@ def test_setting_does_not_outlive_the_transaction(app_mm, user):
 
 def test_shared_workflows_are_read_by_all_but_written_by_the_owner_only(mm, app_mm, sql_conn):
     alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
-    mine = app_mm.write_workflow(alice, f"rotate-{uuid.uuid4().hex[:6]}", "rotate the api key",
-                                 ["open the console", "rotate"])
+    mine = app_mm.write_workflow(f"rotate-{uuid.uuid4().hex[:6]}", "rotate the api key", ["open the console",
+                                                                                          "rotate"], user_id=alice)
     assert mine.user_id == alice
     # Through the app role, nothing becomes shared: neither a new row nor a published one.
     with pytest.raises(AccessDeniedError, match="schema owner"):
-        app_mm.write_workflow(alice, "planted", "planted shared workflow", ["do it"], shared=True)
+        app_mm.write_workflow("planted", "planted shared workflow", ["do it"], user_id=alice, shared=True)
     with pytest.raises(AccessDeniedError, match="schema owner"):
-        app_mm.publish_workflow(str(mine.id), alice)
-    assert [w.name for w in app_mm.read_workflows("rotate the api key", bob, k=10) if w.name == mine.name] == []
+        app_mm.publish_workflow(str(mine.id), user_id=alice)
+    assert [w.name for w in app_mm.read_workflows("rotate the api key", user_id=bob, k=10) if w.name == mine.name] == []
     # The owner publishes it: a copy without user_id that every user reads.
-    shared = mm.publish_workflow(str(mine.id), alice)
+    shared = mm.publish_workflow(str(mine.id), user_id=alice)
     assert shared.user_id is None and shared.id != mine.id and shared.name == mine.name
-    seen_by_bob = app_mm.read_workflows("rotate the api key", bob, k=10)
+    seen_by_bob = app_mm.read_workflows("rotate the api key", user_id=bob, k=10)
     assert [(w.id, w.user_id) for w in seen_by_bob if w.name == mine.name] == [(shared.id, None)]
-    seen_by_alice = app_mm.read_workflows("rotate the api key", alice, k=10)
+    seen_by_alice = app_mm.read_workflows("rotate the api key", user_id=alice, k=10)
     assert [w.id for w in seen_by_alice if w.name == mine.name] == [shared.id]  # not her twin as well
     # Bob may count a use of it, by exactly one; nothing else of it changes.
     before = sql_conn.execute("SELECT use_count, success_count FROM shared_workflow_memory WHERE id = %s",
                               (shared.id,)).fetchone()
-    app_mm.record_workflow_use(str(shared.id), bob, success=False)
+    app_mm.record_workflow_use(str(shared.id), user_id=bob, success=False)
     after = sql_conn.execute("SELECT use_count, success_count FROM shared_workflow_memory WHERE id = %s",
                              (shared.id,)).fetchone()
     assert after == (before[0] + 1, before[1])
     with pytest.raises(NotFoundError):
-        mm.publish_workflow(str(mine.id), bob)  # not Bob's workflow
+        mm.publish_workflow(str(mine.id), user_id=bob)  # not Bob's workflow
 
 
 def test_tools_are_registered_by_the_owner_or_a_registrar_and_read_by_the_app(pg_uri, mm, app_mm, settings):
@@ -283,8 +283,8 @@ def test_cli_forget_user_through_the_app_role_counts_and_deletes_the_users_rows(
     populate(mm, bob, thread, f"zq{uuid.uuid4().hex[:8]}")
     with psycopg.connect(pg_uri) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(mm.db.schema)))
-        held = sum(rows_of_user(conn, mm.db.schema, alice).values())
-        bob_held = rows_of_user(conn, mm.db.schema, bob)
+        held = sum(rows_of_user(conn, mm.db.schema, user_id=alice).values())
+        bob_held = rows_of_user(conn, mm.db.schema, user_id=bob)
     env = {"AGENTMEM_DATABASE_URL": app_role.conninfo, "AGENTMEM_SCHEMA": mm.db.schema, "AGENTMEM_EMBEDDER": "hash"}
     declined = CliRunner().invoke(main, ["forget-user", alice], input="n\n", env=env)
     assert declined.exit_code == 1 and f"Delete {held} rows of user {alice!r}" in declined.stderr
@@ -293,8 +293,8 @@ def test_cli_forget_user_through_the_app_role_counts_and_deletes_the_users_rows(
     assert json.loads(done.stdout)["total"] == held
     with psycopg.connect(pg_uri) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(mm.db.schema)))
-        assert sum(rows_of_user(conn, mm.db.schema, alice).values()) == 0
-        assert rows_of_user(conn, mm.db.schema, bob) == bob_held
+        assert sum(rows_of_user(conn, mm.db.schema, user_id=alice).values()) == 0
+        assert rows_of_user(conn, mm.db.schema, user_id=bob) == bob_held
     again = CliRunner().invoke(main, ["forget-user", alice, "--yes"], env=env)
     assert again.exit_code == 3 and "has no rows" in again.stderr
 
@@ -308,8 +308,8 @@ def test_cross_user_work_through_the_app_role_is_refused_not_silently_empty(app_
         app_mm.purge_expired()
     with pytest.raises(AccessDeniedError, match="schema owner"):
         app_mm.list_threads()
-    app_mm.write_conversational_memory(user, "t", "user", "hello")
-    assert [t["thread_id"] for t in app_mm.list_threads(user)] == ["t"]  # one user's: scoped, allowed
+    app_mm.write_conversational_memory("user", "hello", user_id=user, thread_id="t")
+    assert [t["thread_id"] for t in app_mm.list_threads(user_id=user)] == ["t"]  # one user's: scoped, allowed
     with pytest.raises(AccessDeniedError, match="schema owner"):
         views.consolidation_status(app_mm.db, app_mm.settings)
     with pytest.raises(AccessDeniedError, match="schema owner"):

@@ -42,12 +42,12 @@ def test_agent_turn_over_http(mm, http_model, user, thread):
     tb.register_tool(get_weather)
     agent = MemoryAgent(mm, tb, http_model, model_name="smollm2", max_iterations=2,
                         max_seconds=900, extract_with_model=False)
-    result = agent.run("What is the weather in Paris?", user, thread)
+    result = agent.run("What is the weather in Paris?", user_id=user, thread_id=thread)
     assert result.answer.strip()
     assert result.iterations >= 1
     assert "get_weather" in result.tools_offered
-    stored = mm.read_conversational_memory(thread, user)
+    stored = mm.read_conversational_memory(thread_id=thread, user_id=user)
     assert stored[0].role == "user" and stored[0].content == "What is the weather in Paris?"
     assert stored[-1].role == "assistant" and stored[-1].content == result.answer
     # whatever the small model did with the tool, every call it made was executed and logged
-    assert len(mm.read_tool_log(user, thread)) == len(result.tool_calls)
+    assert len(mm.read_tool_log(user_id=user, thread_id=thread)) == len(result.tool_calls)

@@ -160,8 +160,9 @@ def test_the_timeout_setting_comes_from_the_environment(trickle: Server, monkeyp
 
 
 def test_a_summary_lands_within_the_timeout(mm, user: str, thread: str, trickle: Server) -> None:
-    mm.write_messages(user, thread, [{"role": "user", "content": "Ticket OPS-7 fails on db-2."},
-                                     {"role": "assistant", "content": "Restart db-2 and retry OPS-7."}])
+    mm.write_messages([{"role": "user", "content": "Ticket OPS-7 fails on db-2."},
+                                     {"role": "assistant",
+                                      "content": "Restart db-2 and retry OPS-7."}], user_id=user, thread_id=thread)
     result, elapsed = timed(mm.summarize_conversation, thread, user, model=model_for(trickle, retries=1))
     assert result.status == "summarized" and result.method == "extractive"
     assert "OPS-7" in result.summary.content
@@ -194,8 +195,8 @@ def test_cli_consolidate_exits_with_the_extractive_summary(pg_uri: str, trickle:
            "AGENTMEM_LLM_TIMEOUT": str(TIMEOUT), "AGENTMEM_LLM_MAX_RETRIES": "0"}
     seed = ("from memory import MemoryManager, HashEmbedder\n"
             "with MemoryManager.open(embedder=HashEmbedder()) as mm:\n"
-            "    mm.write_messages('u1', 't1', [{'role': 'user', 'content': 'Deploy DEP-9 to eu-west.'},\n"
-            "                                   {'role': 'assistant', 'content': 'Deploying DEP-9 now.'}])\n")
+            "    mm.write_messages([{'role': 'user', 'content': 'Deploy DEP-9 to eu-west.'},\n"
+            "                       {'role': 'assistant', 'content': 'Deploying DEP-9 now.'}], user_id='u1', thread_id='t1')\n")
     subprocess.run([sys.executable, "-c", seed], env=env, check=True, timeout=300)
     # Before the fix the process never exited (a worker thread kept reading the trickle).
     proc = subprocess.run([sys.executable, "-m", "memory.cli.main", "consolidate", "t1", "--user", "u1", "--json"],

@@ -26,5 +26,5 @@ def test_sixteen_agents_hundred_turns(mm, sql_conn, capsys):
     # Each agent's thread was consolidated at least once and left its last turns live.
     assert report.consolidations >= 16 and report.conflicts == 0
     for user, thread in report.expected:
-        live = mm.read_conversational_memory(thread, user)
+        live = mm.read_conversational_memory(thread_id=thread, user_id=user)
         assert 2 <= len(live) and live[-1].content == report.expected[(user, thread)][-1]

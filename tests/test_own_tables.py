@@ -77,9 +77,9 @@ def test_in_the_public_schema_agentmem_leaves_another_apps_table_alone(other_app
     mm = MemoryManager.open(settings.with_(schema="public"), embedder=HashEmbedder(), conninfo=other_app_db)
     try:
         assert _row_security(other_app_db) == (False, [])
-        mm.write_conversational_memory("alice", "t", "user", "hello")
-        mm.write_knowledge("alice", "a note")
-        counts = mm.forget_user("alice")
+        mm.write_conversational_memory("user", "hello", user_id="alice", thread_id="t")
+        mm.write_knowledge("a note", user_id="alice")
+        counts = mm.forget_user(user_id="alice")
         assert "orders" not in counts and counts["conversational_memory"] == 1 and counts["knowledge_memory"] == 1
         purged = mm.purge_expired()  # orders has expires_at and created_at too
         assert "orders" not in purged
@@ -99,7 +99,7 @@ def test_in_the_public_schema_agentmem_leaves_another_apps_table_alone(other_app
             nulls = conn.execute("SELECT count(*) FROM public.workflow_memory WHERE user_id IS NULL").fetchone()
         assert "orders" not in sizes and "conversational_memory" in sizes
         assert moved == [("old",)] and nulls == (0,)
-        assert [w.name for w in mm.read_workflows("old shared", "anyone")] == ["old"]
+        assert [w.name for w in mm.read_workflows("old shared", user_id="anyone")] == ["old"]
     finally:
         mm.close()
 
@@ -130,12 +130,12 @@ def test_the_names_the_check_accepts_work_in_every_migration(name, pg_uri, setti
     try:
         mm = MemoryManager.open(settings.with_(schema=name), embedder=HashEmbedder())
         try:
-            mm.write_knowledge("zoe", "the name works")
+            mm.write_knowledge("the name works", user_id="zoe")
             role = create_app_role(pg_uri, f"agentmem_nm_{uuid.uuid4().hex[:6]}", "pw", schema=name)
             app = MemoryManager.open(settings.with_(schema=name), embedder=HashEmbedder(), conninfo=role.conninfo)
             try:
-                assert [k.content for k in app.read_knowledge("name", "zoe")] == ["the name works"]
-                assert app.read_knowledge("name", "yan") == []
+                assert [k.content for k in app.read_knowledge("name", user_id="zoe")] == ["the name works"]
+                assert app.read_knowledge("name", user_id="yan") == []
             finally:
                 app.close()
         finally:

@@ -102,7 +102,8 @@ def test_wheel_installed_in_a_fresh_venv_inits_writes_and_searches(wheel, tmp_pa
 
         write = run(str(py), "-c", "from memory import MemoryManager\n"
                     "with MemoryManager.open() as mm:\n"
-                    "    mm.write_conversational_memory('wheel-user', 't1', 'user', 'my zebra export job EXP-7 failed')\n")
+                    "    mm.write_conversational_memory('user', 'my zebra export job EXP-7 failed', user_id='wheel-user',\n"
+                    "                                   thread_id='t1')\n")
         assert write.returncode == 0, write.stderr
 
         found = run(str(venv / "bin" / "agentmem"), "search", "zebra export", "--user", "wheel-user", "--json")

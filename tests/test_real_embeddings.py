@@ -23,10 +23,10 @@ QUERIES = [
 @pytest.mark.slow
 def test_paraphrased_query_finds_the_right_passage_among_many(real_mm, user):
     assert len(PASSAGES) >= 50
-    real_mm.write_knowledge_batch(user, [{"content": p} for p in PASSAGES])
+    real_mm.write_knowledge_batch([{"content": p} for p in PASSAGES], user_id=user)
     for question, expected in QUERIES:
         for hybrid in (False, True):
-            top = real_mm.read_knowledge(question, user, k=1, hybrid=hybrid)[0]
+            top = real_mm.read_knowledge(question, user_id=user, k=1, hybrid=hybrid)[0]
             assert expected in top.content, (question, hybrid, top.content)
 
 

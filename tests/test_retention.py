@@ -31,7 +31,7 @@ def own_sql(own_mm):
 
 
 def every_table_count(conn, schema: str, user: str) -> int:
-    return sum(rows_of_user(conn, schema, user).values())
+    return sum(rows_of_user(conn, schema, user_id=user).values())
 
 
 # -- forget_user ---------------------------------------------------------------------------
@@ -39,16 +39,16 @@ def test_forget_user_leaves_no_row_in_any_table(mm, sql_conn, thread):
     alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
     populate(mm, alice, thread, "forgetme")
     populate(mm, bob, thread, "keepme")
-    bob_before = rows_of_user(sql_conn, mm.db.schema, bob)
-    alice_before = rows_of_user(sql_conn, mm.db.schema, alice)
-    counts = mm.forget_user(alice)
+    bob_before = rows_of_user(sql_conn, mm.db.schema, user_id=bob)
+    alice_before = rows_of_user(sql_conn, mm.db.schema, user_id=alice)
+    counts = mm.forget_user(user_id=alice)
     assert set(counts) == set(user_tables(sql_conn, mm.db.schema))
     assert counts == alice_before  # it reports exactly what was there
     assert counts["conversational_memory"] == 5 and counts["summary_memory"] == 2 and counts["fact_memory"] == 1
     # The catalog-driven check: no table with a user_id column holds a row of Alice.
-    assert rows_of_user(sql_conn, mm.db.schema, alice) == dict.fromkeys(counts, 0)
-    assert rows_of_user(sql_conn, mm.db.schema, bob) == bob_before
-    assert mm.forget_user(alice) == dict.fromkeys(counts, 0)
+    assert rows_of_user(sql_conn, mm.db.schema, user_id=alice) == dict.fromkeys(counts, 0)
+    assert rows_of_user(sql_conn, mm.db.schema, user_id=bob) == bob_before
+    assert mm.forget_user(user_id=alice) == dict.fromkeys(counts, 0)
 
 
 def test_forget_user_covers_a_table_a_later_migration_registers(own_mm, own_sql, thread):
@@ -60,7 +60,7 @@ def test_forget_user_covers_a_table_a_later_migration_registers(own_mm, own_sql,
     populate(own_mm, "carol", thread, "carolmark")
     own_sql.execute("INSERT INTO audit_notes (user_id, note) VALUES ('carol', 'a'), ('carol', 'b'), ('dave', 'c')")
     own_sql.execute("INSERT INTO their_notes (user_id, note) VALUES ('carol', 'theirs')")
-    counts = own_mm.forget_user("carol")
+    counts = own_mm.forget_user(user_id="carol")
     assert counts["audit_notes"] == 2 and "their_notes" not in counts
     assert every_table_count(own_sql, own_mm.db.schema, "carol") == 0
     assert own_sql.execute("SELECT user_id FROM audit_notes").fetchall() == [("dave",)]
@@ -69,13 +69,13 @@ def test_forget_user_covers_a_table_a_later_migration_registers(own_mm, own_sql,
 
 def test_forget_user_is_one_transaction(own_mm, own_sql, thread):
     populate(own_mm, "erin", thread, "erinmark")
-    before = rows_of_user(own_sql, own_mm.db.schema, "erin")
+    before = rows_of_user(own_sql, own_mm.db.schema, user_id="erin")
     own_sql.execute(
         "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$")
     own_sql.execute("CREATE TRIGGER refuse BEFORE DELETE ON summary_memory FOR EACH ROW EXECUTE FUNCTION refuse()")
     with pytest.raises(psycopg.errors.RaiseException):
-        own_mm.forget_user("erin")
-    assert rows_of_user(own_sql, own_mm.db.schema, "erin") == before  # nothing half-deleted
+        own_mm.forget_user(user_id="erin")
+    assert rows_of_user(own_sql, own_mm.db.schema, user_id="erin") == before  # nothing half-deleted
 
 
 def test_referencing_tables_are_deleted_first():
@@ -91,7 +91,7 @@ def test_referencing_tables_are_deleted_first():
 # -- purge ---------------------------------------------------------------------------------
 def test_purge_deletes_expired_rows_only(own_mm, own_sql, thread):
     past, future = datetime.now(timezone.utc) - timedelta(hours=1), datetime.now(timezone.utc) + timedelta(days=1)
-    k = [own_mm.write_knowledge("fay", f"note {i}") for i in range(3)]
+    k = [own_mm.write_knowledge(f"note {i}", user_id="fay") for i in range(3)]
     own_sql.execute("UPDATE knowledge_memory SET expires_at = %s WHERE id = %s", (past, k[0].id))
     own_sql.execute("UPDATE knowledge_memory SET expires_at = %s WHERE id = %s", (future, k[1].id))
     counts = own_mm.purge_expired()
@@ -104,12 +104,12 @@ def test_purge_deletes_expired_rows_only(own_mm, own_sql, thread):
 def test_purge_applies_retention_days_by_age(own_mm, own_sql):
     assert own_mm.settings.retention_days["tool_log"] > 0
     days = own_mm.settings.retention_days["tool_log"]
-    old = own_mm.write_tool_log("gus", "search", {"q": 1}, "old output")
-    new = own_mm.write_tool_log("gus", "search", {"q": 2}, "new output")
+    old = own_mm.write_tool_log("search", {"q": 1}, "old output", user_id="gus")
+    new = own_mm.write_tool_log("search", {"q": 2}, "new output", user_id="gus")
     own_sql.execute("UPDATE tool_log SET created_at = now() - %s * interval '1 day' WHERE id = %s", (days + 1, old.id))
     assert own_mm.purge_expired()["tool_log"] == 1
     assert [r[0] for r in own_sql.execute("SELECT id FROM tool_log")] == [new.id]
-    kept = own_mm.write_knowledge("gus", "kept forever")  # knowledge has no retention period by default
+    kept = own_mm.write_knowledge("kept forever", user_id="gus")  # knowledge has no retention period by default
     own_sql.execute("UPDATE knowledge_memory SET created_at = now() - interval '5000 days'")
     own_mm.purge_expired()
     assert own_sql.execute("SELECT id FROM knowledge_memory").fetchall() == [(kept.id,)]
@@ -154,7 +154,7 @@ def test_forget_user_deletes_each_table_once(own_mm, own_sql, thread):
     for table in tables:
         own_sql.execute(sql.SQL("CREATE TRIGGER count_delete AFTER DELETE ON {} FOR EACH STATEMENT"
                                 " EXECUTE FUNCTION count_delete()").format(sql.Identifier(table)))
-    counts = own_mm.forget_user("ivy")
+    counts = own_mm.forget_user(user_id="ivy")
     statements = [r[0] for r in own_sql.execute("SELECT tbl FROM delete_statements")]
     assert sorted(statements) == sorted(tables)  # each table once
     assert counts["conversational_memory"] == 5 and counts["conversational_context"] == 5
@@ -164,12 +164,12 @@ def test_forget_user_deletes_each_table_once(own_mm, own_sql, thread):
 def test_forget_user_empties_the_embedding_cache(mm, user, thread):
     secret = f"My passport number is P{uuid.uuid4().hex[:8]}"
     query = f"where is {secret}"
-    mm.write_conversational_memory(user, thread, "user", secret)  # embeds "user: <secret>"
-    mm.read_knowledge(query, user)  # a query is never a row, but its vector is cached too
+    mm.write_conversational_memory("user", secret, user_id=user, thread_id=thread)  # embeds "user: <secret>"
+    mm.read_knowledge(query, user_id=user)  # a query is never a row, but its vector is cached too
     texts = [f"user: {secret}", query]
     embedded = mm.embeddings.texts_embedded
     mm.embeddings.embed(texts)
     assert mm.embeddings.texts_embedded == embedded  # both served from the cache
-    mm.forget_user(user)
+    mm.forget_user(user_id=user)
     mm.embeddings.embed(texts)
     assert mm.embeddings.texts_embedded == embedded + 2  # computed again: nothing of them was kept

@@ -47,9 +47,9 @@ def test_keyword_hit_without_embedding_is_a_hit_not_a_crash(mm: MemoryManager, s
                                                            user: str, thread: str, shared_workflow: str) -> None:
     w = shared_workflow
     sql_conn.execute("INSERT INTO knowledge_memory (user_id, content) VALUES (%s, %s)", (user, f"{w} facts"))
-    mm.write_knowledge(user, "Zebras have stripes.", source="zoo.md")
+    mm.write_knowledge("Zebras have stripes.", user_id=user, source="zoo.md")
 
-    hits = mm.read_knowledge(f"tell me about {w}", user, k=5)
+    hits = mm.read_knowledge(f"tell me about {w}", user_id=user, k=5)
     plain = next(h for h in hits if h.content == f"{w} facts")
     assert plain.score == 0.0  # no vector: no cosine, still found by its keyword
     assert all(isinstance(h.score, float) for h in hits)
@@ -57,41 +57,42 @@ def test_keyword_hit_without_embedding_is_a_hit_not_a_crash(mm: MemoryManager, s
     # The shared row meets every user who searches its word (a keyword-only hit ranks
     # after the vector ones in the fusion, so ask for enough rows to reach it).
     for someone in (user, f"other-{uuid.uuid4().hex[:8]}"):
-        found = mm.read_workflows(f"{w} crossing", someone, k=200)
+        found = mm.read_workflows(f"{w} crossing", user_id=someone, k=200)
         shared = [f for f in found if f.name == f"{w} crossing"]
         assert shared and shared[0].score == 0.0 and all(isinstance(f.score, float) for f in found)
 
-    context = mm.build_context(f"what about the {w}?", user, thread)  # reads the shared workflows too
+    context = mm.build_context(f"what about the {w}?", user_id=user, thread_id=thread)  # reads the shared workflows too
     assert f"{w} facts" in context
 
     model = FakeMessagesListChatModel(responses=[AIMessage("Stripes.")])
-    result = MemoryAgent(mm, None, model, extract_with_model=False).run(f"what about the {w}?", user, thread)
+    result = MemoryAgent(mm, None, model, extract_with_model=False).run(f"what about the {w}?", user_id=user,
+                                                                        thread_id=thread)
     assert result.answer == "Stripes."
 
 
 def test_overlong_query_is_invalid_input_and_a_long_one_is_answered(mm: MemoryManager, user: str,
                                                                    thread: str) -> None:
-    mm.write_knowledge(user, "Alpha bravo charlie.")
-    mm.write_conversational_memory(user, thread, "user", "Alpha bravo charlie.")
+    mm.write_knowledge("Alpha bravo charlie.", user_id=user)
+    mm.write_conversational_memory("user", "Alpha bravo charlie.", user_id=user, thread_id=thread)
     huge = "word " * 40_000  # 200,000 characters: within max_content_chars, far past max_query_chars
-    for call in (lambda q: mm.read_knowledge(q, user), lambda q: mm.search_memory(q, user),
-                 lambda q: mm.read_workflows(q, user), lambda q: mm.recall(user, q)):
+    for call in (lambda q: mm.read_knowledge(q, user_id=user), lambda q: mm.search_memory(q, user_id=user),
+                 lambda q: mm.read_workflows(q, user_id=user), lambda q: mm.recall(q, user_id=user)):
         with pytest.raises(InvalidInputError, match="search query is 200,000 characters; at most"):
             call(huge)
     # At the limit, thousands of distinct words: a clean answer (the words are bounded).
     long = " ".join(f"w{i}x" for i in range(4000))[: mm.settings.max_query_chars]
-    assert isinstance(mm.read_knowledge(long, user), list)
-    assert isinstance(mm.search_memory(long, user), list)
+    assert isinstance(mm.read_knowledge(long, user_id=user), list)
+    assert isinstance(mm.search_memory(long, user_id=user), list)
 
 
 def test_only_the_first_words_of_a_query_are_matched(mm: MemoryManager, user: str, thread: str) -> None:
     w = word()
-    target = mm.write_conversational_memory(user, thread, "user", f"the {w} came back").id
+    target = mm.write_conversational_memory("user", f"the {w} came back", user_id=user, thread_id=thread).id
     filler = " ".join(f"filler{i}x" for i in range(mm.settings.search_max_terms))
-    first = mm.search_memory(f"{w} {filler}", user, k=5, method="keyword")
+    first = mm.search_memory(f"{w} {filler}", user_id=user, k=5, method="keyword")
     assert [h.message_id for h in first] == [target]
     # the same words with the rare one past the bound: it is not matched any more
-    assert mm.search_memory(f"{filler} {w}", user, k=5, method="keyword") == []
+    assert mm.search_memory(f"{filler} {w}", user_id=user, k=5, method="keyword") == []
 
 
 TURNS = [
@@ -113,7 +114,7 @@ def write_history(mm: MemoryManager, user: str, n_threads: int = 3) -> list[int]
     for t in range(n_threads):
         msgs = [dict(role="user" if i % 2 == 0 else "assistant", content=f"{text} (round {t})",
                      created_at=NOW - timedelta(days=30 - t, minutes=-i)) for i, text in enumerate(TURNS)]
-        ids += [m.id for m in mm.write_messages(user, f"t{t}", msgs)]
+        ids += [m.id for m in mm.write_messages(msgs, user_id=user, thread_id=f"t{t}")]
     return ids
 
 
@@ -126,22 +127,24 @@ def test_indexed_shape_agrees_with_the_exact_one_below_its_bounds(mm: MemoryMana
     for q in QUERIES:
         # keyword: the same matching rows with the same scores (the three rounds of a turn
         # tie, so compare every matching row, not an order among ties)
-        exact = mm.search_memory(q, user, k=30, scope="messages", method="keyword", shape="exact")
-        indexed = mm.search_memory(q, user, k=30, scope="messages", method="keyword", shape="indexed")
+        exact = mm.search_memory(q, user_id=user, k=30, scope="messages", method="keyword", shape="exact")
+        indexed = mm.search_memory(q, user_id=user, k=30, scope="messages", method="keyword", shape="indexed")
         assert exact, q
         assert {h.id: pytest.approx(h.keyword_score) for h in exact} == {h.id: h.keyword_score for h in indexed}, q
         # with the vector half HNSW is approximate (the same turn of the three rounds is a
         # near-tie): the best hit is the exact one, and every hit is among the exact top 16
         for method in ("hybrid", "vector"):
-            exact = mm.search_memory(q, user, k=16, scope="messages", method=method, shape="exact")
-            indexed = mm.search_memory(q, user, k=8, scope="messages", method=method, shape="indexed")
+            exact = mm.search_memory(q, user_id=user, k=16, scope="messages", method=method, shape="exact")
+            indexed = mm.search_memory(q, user_id=user, k=8, scope="messages", method=method, shape="indexed")
             assert indexed[0].score == pytest.approx(exact[0].score), (q, method)
             assert {h.id for h in indexed} <= {h.id for h in exact}, (q, method)
         # with a thread filter the keyword statistics stay the user's, the hits the thread's
-        exact = mm.search_memory(q, user, k=30, scope="messages", thread_id="t1", method="keyword", shape="exact")
-        indexed = mm.search_memory(q, user, k=30, scope="messages", thread_id="t1", method="keyword", shape="indexed")
+        exact = mm.search_memory(q, user_id=user, k=30, scope="messages", thread_id="t1", method="keyword",
+                                 shape="exact")
+        indexed = mm.search_memory(q, user_id=user, k=30, scope="messages", thread_id="t1", method="keyword",
+                                   shape="indexed")
         assert {h.id for h in indexed} == {h.id for h in exact} and all(h.thread_id == "t1" for h in indexed)
-        found = mm.search_memory(q, user, k=5, scope="messages", thread_id="t1", shape="indexed")
+        found = mm.search_memory(q, user_id=user, k=5, scope="messages", thread_id="t1", shape="indexed")
         assert found and all(h.thread_id == "t1" for h in found)
 
 
@@ -158,20 +161,20 @@ def test_large_history_switches_to_the_indexed_shape(small_bounds: MemoryManager
     mm = small_bounds
     ids = write_history(mm, user)  # 30 messages > 12: the indexed shape
     for q in QUERIES:
-        auto = mm.search_memory(q, user, k=5, scope="messages")
-        assert [h.id for h in auto] == [h.id for h in mm.search_memory(q, user, k=5, scope="messages",
-                                                                         shape="indexed")]
+        auto = mm.search_memory(q, user_id=user, k=5, scope="messages")
+        assert [h.id for h in auto] == [h.id for h in mm.search_memory(q, user_id=user, k=5, scope="messages",
+                                                                       shape="indexed")]
     # "Ingrid" is in 9 rows, more than the cap of 4; "tromso" in 6: the rare word still wins,
     # and a row with both outranks a row with only the common one.
-    hits = mm.search_memory("Ingrid Tromso", user, k=10, scope="messages", method="keyword")
+    hits = mm.search_memory("Ingrid Tromso", user_id=user, k=10, scope="messages", method="keyword")
     both = {ids[i] for i in range(len(ids)) if "Tromso" in TURNS[i % len(TURNS)]}
     assert {hits[0].message_id, hits[1].message_id} <= both
     assert hits[0].keyword_score > hits[-1].keyword_score
     # A user with few rows keeps the exact shape under the same settings.
     other = f"small-{uuid.uuid4().hex[:8]}"
-    mm.write_messages(other, "t", [dict(role="user", content=t) for t in TURNS])
-    assert [h.id for h in mm.search_memory("marathon pace", other, k=5)] == \
-        [h.id for h in mm.search_memory("marathon pace", other, k=5, shape="exact")]
+    mm.write_messages([dict(role="user", content=t) for t in TURNS], user_id=other, thread_id="t")
+    assert [h.id for h in mm.search_memory("marathon pace", user_id=other, k=5)] == \
+        [h.id for h in mm.search_memory("marathon pace", user_id=other, k=5, shape="exact")]
 
 
 class Statements:
@@ -194,11 +197,12 @@ class Statements:
 
 
 def test_a_search_is_one_statement(mm: MemoryManager, user: str, thread: str) -> None:
-    mm.write_knowledge(user, "Bergen is the rainiest city in Norway.")
+    mm.write_knowledge("Bergen is the rainiest city in Norway.", user_id=user)
     write_history(mm, user, n_threads=1)
-    mm.search_memory("warm-up", user)
-    for call in (lambda: mm.read_knowledge("rain in Bergen", user), lambda: mm.search_memory("Bergen marathon", user),
-                 lambda: mm.read_entities(user, "rain"), lambda: mm.read_summary_memory("rain", user)):
+    mm.search_memory("warm-up", user_id=user)
+    for call in (lambda: mm.read_knowledge("rain in Bergen", user_id=user), lambda: mm.search_memory("Bergen marathon",
+                                                                                                     user_id=user),
+                 lambda: mm.read_entities("rain", user_id=user), lambda: mm.read_summary_memory("rain", user_id=user)):
         with Statements() as seen:
             call()
         # the transaction's user scoping (row-level security), its HNSW settings (one

@@ -26,7 +26,7 @@ def chat(mm: MemoryManager, user: str, thread: str, turns: list[tuple[str, str]]
     """Write alternating user/assistant turns one minute apart; return the message ids."""
     msgs = [dict(role=role, content=text, created_at=start + timedelta(minutes=i))
             for i, (role, text) in enumerate(turns)]
-    return [m.id for m in mm.write_messages(user, thread, msgs, embed=embed)]
+    return [m.id for m in mm.write_messages(msgs, user_id=user, thread_id=thread, embed=embed)]
 
 
 FILLER = [
@@ -43,7 +43,7 @@ def test_neighbour_window_finds_short_turn(mm: MemoryManager, user: str, thread:
         ("user", "Yes, I still use it every day."),
     ] + FILLER, NOW - timedelta(days=30))
     answer = ids[len(FILLER) + 1]
-    hits = mm.search_memory("olympus camera from grandfather", user, k=5, scope="messages", method="keyword")
+    hits = mm.search_memory("olympus camera from grandfather", user_id=user, k=5, scope="messages", method="keyword")
     assert answer in [h.message_id for h in hits]
     # The window only helps keywords: the hit is the message itself, not its neighbour's text.
     hit = next(h for h in hits if h.message_id == answer)
@@ -56,7 +56,7 @@ def test_other_users_messages_never_appear(mm: MemoryManager, user: str, thread:
     chat(mm, other, thread, [("user", "My locker code at the gym is 4471.")], NOW - timedelta(days=3))
     mine = chat(mm, user, thread, [("user", "My bike lock code is 9182.")] + FILLER, NOW - timedelta(days=3))
     for method in ("hybrid", "vector", "keyword"):
-        hits = mm.search_memory("what is my locker code at the gym 4471", user, k=20, method=method)
+        hits = mm.search_memory("what is my locker code at the gym 4471", user_id=user, k=20, method=method)
         assert hits, method
         assert all(h.kind != "message" or h.message_id in mine for h in hits), method
         assert not any("4471" in h.content for h in hits), method
@@ -67,17 +67,17 @@ def test_time_filters_and_boost(mm: MemoryManager, user: str, thread: str) -> No
     july = chat(mm, user, thread, [("user", "I bought a new tent for camping.")],
                 datetime(2026, 7, 2, tzinfo=timezone.utc))
     q = "what did I buy for camping last May?"
-    filtered = mm.search_memory(q, user, k=5, scope="messages", now=NOW, time_mode="filter")
+    filtered = mm.search_memory(q, user_id=user, k=5, scope="messages", now=NOW, time_mode="filter")
     assert [h.message_id for h in filtered] == may
-    boosted = mm.search_memory(q, user, k=5, scope="messages", now=NOW)
+    boosted = mm.search_memory(q, user_id=user, k=5, scope="messages", now=NOW)
     assert [h.message_id for h in boosted] == may + july
     assert boosted[0].in_time_range and not boosted[1].in_time_range
     # Explicit bounds filter whatever the query says; a thread filter too.
-    explicit = mm.search_memory("camping tent", user, k=5, since=datetime(2026, 6, 1, tzinfo=timezone.utc))
+    explicit = mm.search_memory("camping tent", user_id=user, k=5, since=datetime(2026, 6, 1, tzinfo=timezone.utc))
     assert [h.message_id for h in explicit if h.kind == "message"] == july
-    assert mm.search_memory("camping tent", user, k=5, thread_id="no-such-thread") == []
+    assert mm.search_memory("camping tent", user_id=user, k=5, thread_id="no-such-thread") == []
     # Without a time expression, no time effect: the same text scores the same.
-    plain = mm.search_memory("what did I buy for camping?", user, k=5, scope="messages", now=NOW)
+    plain = mm.search_memory("what did I buy for camping?", user_id=user, k=5, scope="messages", now=NOW)
     assert plain[0].score == pytest.approx(plain[1].score)
     assert all(h.in_time_range is None for h in plain)
 
@@ -94,8 +94,8 @@ def test_answerable_questions_outscore_unanswerable_ones(mm: MemoryManager, user
     """Scores are absolute (one scale across queries), which is what makes ``min_score`` usable."""
     ids = chat(mm, user, thread, FILLER + FACTS + FILLER, NOW - timedelta(days=10))
     evidence = ids[len(FILLER):len(FILLER) + len(FACTS)]
-    answered = {q: mm.search_memory(q, user, k=3) for q in ANSWERABLE}
-    unanswered = {q: mm.search_memory(q, user, k=3) for q in UNANSWERABLE}
+    answered = {q: mm.search_memory(q, user_id=user, k=3) for q in ANSWERABLE}
+    unanswered = {q: mm.search_memory(q, user_id=user, k=3) for q in UNANSWERABLE}
     for q, i in ANSWERABLE.items():
         assert answered[q][0].message_id == evidence[i], q
     assert all(unanswered.values()), "without a threshold the best candidates are returned"
@@ -103,9 +103,9 @@ def test_answerable_questions_outscore_unanswerable_ones(mm: MemoryManager, user
     assert all(hits[0].score < weakest_answer for hits in unanswered.values()), (answered, unanswered)
     # min_score keeps exactly the hits scoring at least that much, in the same order.
     for q in list(ANSWERABLE) + UNANSWERABLE:
-        full = mm.search_memory(q, user, k=10)
+        full = mm.search_memory(q, user_id=user, k=10)
         for t in (0.1, 0.3, 0.5):
-            assert mm.search_memory(q, user, k=10, min_score=t) == [h for h in full if h.score >= t], (q, t)
+            assert mm.search_memory(q, user_id=user, k=10, min_score=t) == [h for h in full if h.score >= t], (q, t)
 
 
 @pytest.mark.slow
@@ -113,24 +113,24 @@ def test_documented_tool_threshold_keeps_the_evidence_real_model(real_mm: Memory
                                                                   thread: str) -> None:
     """At ``DEFAULT_TOOL_MIN_SCORE`` (calibrated by bench/recall.py) paraphrased questions keep their evidence."""
     chat(real_mm, user, thread, FILLER + FACTS + FILLER, NOW - timedelta(days=10))
-    search_memory = search_tools(real_mm, user)[0]
+    search_memory = search_tools(real_mm, user_id=user)[0]
     paraphrases = {"Where does my sibling live now?": "Lisbon", "When do I see the dentist?": "Friday at nine",
                    "What food does my pet like?": "salmon pate"}
     for q, needle in paraphrases.items():
-        hits = real_mm.search_memory(q, user, k=5, min_score=DEFAULT_TOOL_MIN_SCORE)
+        hits = real_mm.search_memory(q, user_id=user, k=5, min_score=DEFAULT_TOOL_MIN_SCORE)
         assert hits and needle in hits[0].content, (q, hits)
         assert needle in search_memory(q), q
-    weakest_answer = min(real_mm.search_memory(q, user, k=1)[0].score for q in paraphrases)
-    assert all(real_mm.search_memory(q, user, k=1)[0].score < weakest_answer for q in UNANSWERABLE)
+    weakest_answer = min(real_mm.search_memory(q, user_id=user, k=1)[0].score for q in paraphrases)
+    assert all(real_mm.search_memory(q, user_id=user, k=1)[0].score < weakest_answer for q in UNANSWERABLE)
 
 
 def test_deferred_embeddings_are_filled_before_search(mm: MemoryManager, user: str, thread: str) -> None:
     ids = chat(mm, user, thread, FILLER + [("user", "The wifi password at the cabin is pinecone77.")],
                NOW - timedelta(days=1), embed=False)
-    hits = mm.search_memory("cabin wifi password", user, k=3, method="vector")
+    hits = mm.search_memory("cabin wifi password", user_id=user, k=3, method="vector")
     assert hits[0].message_id == ids[-1]
     assert hits[0].vector_score > 0
-    assert mm.embed_pending_messages(user) == 0
+    assert mm.embed_pending_messages(user_id=user) == 0
 
 
 def test_window_follows_inserts_out_of_order_and_deletes(mm: MemoryManager, user: str, thread: str,
@@ -162,35 +162,35 @@ def test_summaries_and_facts_in_the_same_list(mm: MemoryManager, user: str, thre
                                               sql_conn: psycopg.Connection) -> None:
     ids = chat(mm, user, thread, [("user", "Our release train leaves every second Thursday.")] + FILLER,
                NOW - timedelta(days=40))
-    summary = mm.write_summary(user, thread, "Release cadence discussion with the team",
-                               "The release train leaves every second Thursday.", source_count=1)
+    summary = mm.write_summary("Release cadence discussion with the team",
+                               "The release train leaves every second Thursday.", user_id=user, thread_id=thread, source_count=1)
     sql_conn.execute("UPDATE conversational_memory SET summary_id = %s WHERE id = %s", (summary.summary_id, ids[0]))
     fact = "The release train leaves on alternate Thursdays"
     register_vector(sql_conn)
     sql_conn.execute("INSERT INTO fact_memory (user_id, category, content, embedding)"
                      " VALUES (%s, 'stable_fact', %s, %s)", (user, fact, mm.embeddings.embed_one(fact)))
-    hits = mm.search_memory("when does the release train leave", user, k=5)
+    hits = mm.search_memory("when does the release train leave", user_id=user, k=5)
     kinds = {h.kind for h in hits[:3]}
     assert kinds == {"message", "summary", "fact"}
     msg = next(h for h in hits if h.kind == "message")
     assert msg.summary_id == summary.summary_id and msg.thread_id == thread
     assert next(h for h in hits if h.kind == "summary").summary_id == summary.summary_id
-    assert {h.kind for h in mm.search_memory("release train", user, scope=["facts"])} == {"fact"}
+    assert {h.kind for h in mm.search_memory("release train", user_id=user, scope=["facts"])} == {"fact"}
     # Facts have no thread: a thread filter leaves them out.
-    assert "fact" not in {h.kind for h in mm.search_memory("release train", user, thread_id=thread)}
+    assert "fact" not in {h.kind for h in mm.search_memory("release train", user_id=user, thread_id=thread)}
 
 
 def test_bad_input_is_rejected(mm: MemoryManager, user: str) -> None:
     with pytest.raises(InvalidInputError):
-        mm.search_memory("", user)
+        mm.search_memory("", user_id=user)
     with pytest.raises(InvalidInputError):
-        mm.search_memory("x", user, scope="everything")
+        mm.search_memory("x", user_id=user, scope="everything")
     with pytest.raises(InvalidInputError):
-        mm.search_memory("x", user, method="magic")
+        mm.search_memory("x", user_id=user, method="magic")
     with pytest.raises(InvalidInputError):
-        mm.search_memory("x", user, since="2024-01-01")  # type: ignore[arg-type]
+        mm.search_memory("x", user_id=user, since="2024-01-01")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
-        mm.search_memory("x", user, weights=SearchWeights(fusion="max"))
+        mm.search_memory("x", user_id=user, weights=SearchWeights(fusion="max"))
 
 
 @pytest.mark.parametrize("phrase, start, end", [
@@ -218,11 +218,11 @@ def test_search_tool_binds_the_user_and_renders_references(mm: MemoryManager, us
     other = f"other-{uuid.uuid4().hex[:8]}"
     chat(mm, other, thread, [("user", "My passport number is X1234567.")], NOW - timedelta(days=5))
     chat(mm, user, thread, [("user", "My library card number is 55-0192.")], NOW - timedelta(days=5))
-    (tool,) = search_tools(mm, user, min_score=None)
+    (tool,) = search_tools(mm, user_id=user, min_score=None)
     out = tool("library card number", k=3)
     assert "55-0192" in out and "X1234567" not in out and f"thread {thread}" in out
     assert "X1234567" not in tool("passport number X1234567", k=20)
-    (strict,) = search_tools(mm, user, min_score=5.0)
+    (strict,) = search_tools(mm, user_id=user, min_score=5.0)
     assert strict("library card number").startswith("No matching memories")
     with pytest.raises(InvalidInputError):
         tool("library", since="last tuesday")
@@ -239,16 +239,16 @@ def test_planted_fact_found_after_consolidation_real_model(real_mm: MemoryManage
                       ("assistant", "That's exciting news for her!")]
     ids = chat(real_mm, user, thread, turns, start)
     fact_id = ids[len(FILLER) * 2]
-    result = real_mm.summarize_conversation(thread, user, keep_recent=2)
+    result = real_mm.summarize_conversation(thread_id=thread, user_id=user, keep_recent=2)
     assert result.summary is not None and fact_id in result.source_ids
     sid = result.summary.summary_id
 
-    hits = real_mm.search_memory("Which city did my sibling relocate to?", user, k=5)
+    hits = real_mm.search_memory("Which city did my sibling relocate to?", user_id=user, k=5)
     top = next(h for h in hits if h.kind == "message")
     assert top.message_id == fact_id and top.summary_id == sid
     assert any(h.kind == "summary" and h.summary_id == sid for h in hits)
     # The agent can open it: the summary expands back to the original message.
-    assert fact_id in [m.id for m in real_mm.expand_summary(sid, user).messages]
+    assert fact_id in [m.id for m in real_mm.expand_summary(sid, user_id=user).messages]
     # Unanswerable: clearly lower than the answerable question's best score.
-    none = real_mm.search_memory("What is the registration number of my boat?", user, k=5)
+    none = real_mm.search_memory("What is the registration number of my boat?", user_id=user, k=5)
     assert none[0].score < hits[0].score - 0.1

@@ -44,45 +44,46 @@ def _two_users(conn: psycopg.Connection, schema: str) -> tuple[str, str]:
 
 def _session(mm, user: str, thread: str) -> None:
     """The hot paths, as an application drives them for one user."""
-    mm.write_messages(user, thread, [
+    mm.write_messages([
         {"role": "user", "content": "My nightly export EXP-2291 failed with disk quota exceeded"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "check_disk", "args": {}}]},
         {"role": "tool", "content": "volume /data 100% full", "tool_call_id": "c1", "tool_name": "check_disk"},
         {"role": "assistant", "content": "The data volume is full; I will clean old exports."},
-    ])
-    mm.write_messages(user, thread, [{"role": "user", "content": "Thanks, please keep weekly backups"}], embed=False)
-    mm.write_tool_log(user, "check_disk", {}, "volume /data 100% full", thread_id=thread, tool_call_id="c1")
-    mm.read_tool_log(user, thread)
-    mm.write_knowledge(user, "A disk quota error means the volume is full.", source="errors.md")
-    mm.write_entity(user, "EXP-2291", "job", "nightly export job")
-    mm.write_workflow(user, "clean exports", "free disk space by deleting old exports", ["check_disk", "delete"],
-                      query="disk full")
-    workflows = mm.read_workflows("disk is full", user)
+    ], user_id=user, thread_id=thread)
+    mm.write_messages([{"role": "user", "content": "Thanks, please keep weekly backups"}], user_id=user,
+                      thread_id=thread, embed=False)
+    mm.write_tool_log("check_disk", {}, "volume /data 100% full", user_id=user, thread_id=thread, tool_call_id="c1")
+    mm.read_tool_log(user_id=user, thread_id=thread)
+    mm.write_knowledge("A disk quota error means the volume is full.", user_id=user, source="errors.md")
+    mm.write_entity("EXP-2291", "job", "nightly export job", user_id=user)
+    mm.write_workflow("clean exports", "free disk space by deleting old exports", ["check_disk", "delete"],
+                      user_id=user, query="disk full")
+    workflows = mm.read_workflows("disk is full", user_id=user)
     if workflows:
-        mm.record_workflow_use(str(workflows[0].id), user)
-    pref = mm.remember(user, "preference", "Prefers weekly backups").fact
-    mm.remember(user, "preference", "Prefers weekly backups")  # the same: unchanged
-    mm.remember(user, "stable_fact", "Lives in Oslo")
-    moved = mm.remember(user, "stable_fact", "Lives in Bergen, not Oslo")  # a contradiction: supersedes
-    mm.fact_history(moved.fact.id, user)
-    mm.recall(user, include_history=True)
-    mm.correct(user, thread, "Oslo", "Bergen")
-    MemoryAgent(mm, extract_with_model=False).run("Is my export job fixed?", user, thread)
-    mm.build_context("why did the export fail?", user, thread)
-    mm.search_memory("export failed disk quota", user, 5)
-    mm.search_memory("backups", user, 5, thread_id=thread)
-    result = mm.summarize_conversation(thread, user, keep_recent=1)
+        mm.record_workflow_use(str(workflows[0].id), user_id=user)
+    pref = mm.remember("preference", "Prefers weekly backups", user_id=user).fact
+    mm.remember("preference", "Prefers weekly backups", user_id=user)  # the same: unchanged
+    mm.remember("stable_fact", "Lives in Oslo", user_id=user)
+    moved = mm.remember("stable_fact", "Lives in Bergen, not Oslo", user_id=user)  # a contradiction: supersedes
+    mm.fact_history(moved.fact.id, user_id=user)
+    mm.recall(user_id=user, include_history=True)
+    mm.correct("Oslo", "Bergen", user_id=user, thread_id=thread)
+    MemoryAgent(mm, extract_with_model=False).run("Is my export job fixed?", user_id=user, thread_id=thread)
+    mm.build_context("why did the export fail?", user_id=user, thread_id=thread)
+    mm.search_memory("export failed disk quota", user_id=user, k=5)
+    mm.search_memory("backups", user_id=user, k=5, thread_id=thread)
+    result = mm.summarize_conversation(thread_id=thread, user_id=user, keep_recent=1)
     assert result.summarized, result.message
     summary_id = result.summary.summary_id
-    mm.expand_summary(summary_id, user)
-    mm.read_summary_memory("export", user)
-    mm.offload_to_summary("## Conversation Memory\nold\n", thread, user, summary_id=summary_id)
-    mm.undo_consolidation(summary_id, user)
-    again = mm.summarize_conversation(thread, user)
+    mm.expand_summary(summary_id, user_id=user)
+    mm.read_summary_memory("export", user_id=user)
+    mm.offload_to_summary("## Conversation Memory\nold\n", thread_id=thread, user_id=user, summary_id=summary_id)
+    mm.undo_consolidation(summary_id, user_id=user)
+    again = mm.summarize_conversation(thread_id=thread, user_id=user)
     assert again.summarized
-    mm.forget(pref.id, user)
-    mm.forget(moved.fact.id, user, purge=True)
-    mm.forget_user(user)
+    mm.forget(pref.id, user_id=user)
+    mm.forget(moved.fact.id, user_id=user, purge=True)
+    mm.forget_user(user_id=user)
 
 
 def test_every_hot_path_statement_touches_one_users_shard(stand_in, settings, pg_uri):
@@ -92,8 +93,8 @@ def test_every_hot_path_statement_touches_one_users_shard(stand_in, settings, pg
         mine = remainder_of(conn, schema, "conversational_memory", me)
         assert all(remainder_of(conn, schema, t, me) == mine for t in tables)  # colocated: one remainder
     with recording_manager(settings, schema) as (mm, recorder):
-        mm.write_messages(other, "t", [{"role": "user", "content": "Neighbour's export failed too"}])
-        mm.remember(other, "preference", "Prefers daily backups")
+        mm.write_messages([{"role": "user", "content": "Neighbour's export failed too"}], user_id=other, thread_id="t")
+        mm.remember("preference", "Prefers daily backups", user_id=other)
         recorder.plans.clear()
         recorder.statements.clear()
         _session(mm, me, "t")
@@ -127,8 +128,8 @@ def test_settings_the_workers_need_are_sent_as_set_local(stand_in, settings):
     schema, _ = stand_in
     user = f"u-{uuid.uuid4().hex[:10]}"
     with recording_manager(settings, schema) as (mm, recorder):
-        mm.write_knowledge(user, "A disk quota error means the volume is full.")
-        mm.read_knowledge("disk full", user)
+        mm.write_knowledge("A disk quota error means the volume is full.", user_id=user)
+        mm.read_knowledge("disk full", user_id=user)
         with mm.db.connection(user) as conn:
             assert conn.execute("SELECT current_setting('agentmem.user_id')").fetchone() == (user,)
     sent = [s for s in recorder.statements if "agentmem.user_id" in s or "hnsw." in s]

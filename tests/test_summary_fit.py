@@ -32,8 +32,9 @@ def test_one_ticket_id_per_message_consolidates_within_the_limit(mm, user: str, 
     extractive summary lists every id, 38,000+ characters of them)."""
     small = MemoryManager(mm.db, mm.embeddings, mm.settings.with_(max_content_chars=20_000))
     ids = [str(uuid.uuid4()) for _ in range(1_000)]
-    small.write_messages(user, thread, [{"role": "user", "content": f"Please look at ticket {t} today."} for t in ids])
-    result = small.summarize_conversation(thread, user)
+    small.write_messages([{"role": "user", "content": f"Please look at ticket {t} today."} for t in ids], user_id=user,
+                         thread_id=thread)
+    result = small.summarize_conversation(thread_id=thread, user_id=user)
     assert result.status == "summarized" and result.method == "extractive"
     content = result.summary.content
     assert len(content) <= 20_000
@@ -44,7 +45,7 @@ def test_one_ticket_id_per_message_consolidates_within_the_limit(mm, user: str, 
     dropped = int(re.search(r"([\d,]+) more references", note).group(1).replace(",", ""))
     assert dropped > 0 and len(listed) + dropped >= len(ids)  # what is not listed is counted
     assert "expand_summary" in note
-    expanded = small.expand_summary(result.summary.summary_id, user)
+    expanded = small.expand_summary(result.summary.summary_id, user_id=user)
     assert [m.content for m in expanded.messages] == [f"Please look at ticket {t} today." for t in ids]
 
 
@@ -58,10 +59,11 @@ def huge_answer(lines: int) -> str:
 def test_a_huge_model_answer_is_reduced_to_fit(mm, user: str, thread: str) -> None:
     answer = huge_answer(100_000)
     assert len(answer) > 6_800_000
-    mm.write_messages(user, thread, [{"role": "user", "content": "Restart the workers, see OPS-1."},
-                                     {"role": "assistant", "content": "Restarting all workers now."}])
+    mm.write_messages([{"role": "user", "content": "Restart the workers, see OPS-1."},
+                                     {"role": "assistant",
+                                      "content": "Restarting all workers now."}], user_id=user, thread_id=thread)
     model = ScriptedChat(answer=answer)
-    result = mm.summarize_conversation(thread, user, model=model)
+    result = mm.summarize_conversation(thread_id=thread, user_id=user, model=model)
     assert result.status == "summarized" and result.method == "llm"
     content = result.summary.content
     assert len(content) <= mm.settings.max_content_chars

@@ -65,7 +65,7 @@ def tb(mm: MemoryManager) -> Toolbox:
 
 def log_row(mm: MemoryManager, result: ToolResult, user: str) -> Any:
     assert result.log_id is not None
-    return mm.read_tool_log_entry(result.log_id, user)
+    return mm.read_tool_log_entry(result.log_id, user_id=user)
 
 
 def test_a_langchain_tool_call_runs_and_is_logged_in_full(tb: Toolbox, mm: MemoryManager, user: str,

@@ -453,10 +453,10 @@ class Toolbox:
         error_text = None if result.ok else (result.traceback or result.content)
         name = "".join(c for c in (call.name or "(none)") if c.isprintable())[:s.max_id_chars] or "(none)"
         try:
-            entry = self.mm.write_tool_log(uid, name, args, stored, status=result.status,
-                                           error=_storable_text(error_text[:20_000] if error_text else None),
-                                           duration_ms=result.duration_ms, thread_id=tid,
-                                           tool_call_id=_short(_storable_text(call.id), s.max_id_chars))
+            entry = self.mm.write_tool_log(
+                name, args, stored, user_id=uid, thread_id=tid, status=result.status,
+                error=_storable_text(error_text[:20_000] if error_text else None), duration_ms=result.duration_ms,
+                tool_call_id=_short(_storable_text(call.id), s.max_id_chars))
             result.log_id = entry.id
         except Exception:  # a logging failure must not turn a tool result into a crash of the loop
             log.exception("toolbox %r: could not write tool_log for %r", self.namespace, name)

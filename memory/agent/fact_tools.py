@@ -47,7 +47,7 @@ def fact_dict(fact: Fact) -> dict[str, Any]:
             "since": fact.valid_from.date().isoformat(), "active": fact.active}
 
 
-def fact_tools(mm: Any, user_id: UserRef) -> list[Callable[..., dict[str, Any]]]:
+def fact_tools(mm: Any, *, user_id: UserRef) -> list[Callable[..., dict[str, Any]]]:
     """``[remember, forget, recall]`` bound to ``user_id`` on manager ``mm``."""
 
     def user() -> str:
@@ -66,7 +66,7 @@ def fact_tools(mm: Any, user_id: UserRef) -> list[Callable[..., dict[str, Any]]]
             replaces: id of a saved fact this one replaces (from recall), if any.
         """
         try:
-            done = mm.remember(user(), category, content, replaces=replaces)
+            done = mm.remember(category, content, user_id=user(), replaces=replaces)
         except (InvalidInputError, NotFoundError) as exc:
             return tool_error(exc).to_dict()
         out = {"status": "ok", "action": done.action, "fact": fact_dict(done.fact)}
@@ -81,7 +81,7 @@ def fact_tools(mm: Any, user_id: UserRef) -> list[Callable[..., dict[str, Any]]]
             fact_id: the id of the fact, from recall.
         """
         try:
-            return {"status": "ok", "forgotten": fact_dict(mm.forget(fact_id, user()))}
+            return {"status": "ok", "forgotten": fact_dict(mm.forget(fact_id, user_id=user()))}
         except (InvalidInputError, NotFoundError) as exc:
             return tool_error(exc).to_dict()
 
@@ -92,7 +92,7 @@ def fact_tools(mm: Any, user_id: UserRef) -> list[Callable[..., dict[str, Any]]]
             query: what to look for; empty lists every saved fact.
         """
         try:
-            facts = mm.recall(user(), query or None, k=max(mm.settings.max_active_facts, 1))
+            facts = mm.recall(query or None, user_id=user(), k=max(mm.settings.max_active_facts, 1))
         except (InvalidInputError, NotFoundError) as exc:
             return tool_error(exc).to_dict()
         return {"status": "ok", "facts": [fact_dict(f) for f in facts]}
@@ -102,6 +102,6 @@ def fact_tools(mm: Any, user_id: UserRef) -> list[Callable[..., dict[str, Any]]]
     return [remember, forget, recall]
 
 
-def register_fact_tools(toolbox: Any, mm: Any, user_id: UserRef, *, pin: bool = False) -> list[str]:
+def register_fact_tools(toolbox: Any, mm: Any, *, user_id: UserRef, pin: bool = False) -> list[str]:
     """Register remember, forget and recall in ``toolbox`` (optionally pinned); returns their names."""
-    return register_functions(toolbox, list(fact_tools(mm, user_id)), pin=pin)
+    return register_functions(toolbox, list(fact_tools(mm, user_id=user_id)), pin=pin)

@@ -1,6 +1,6 @@
 """The reference agent loop: a memory-aware turn, end to end.
 
-``MemoryAgent.run(message, user_id, thread_id)``:
+``MemoryAgent.run(message, user_id=..., thread_id=...)``:
 
 1. gather memory for the message: active facts, the thread's summary references,
    relevant workflows, entities and knowledge passages, and the working set of the
@@ -161,23 +161,23 @@ class MemoryAgent:
             from memory.agent.memory_tools import register_memory_tools as register
             from memory.agent.search_tool import register_search_tools
 
-            register(toolbox, mm, current_user, thread_id=current_thread, model=summary_model)
-            register_fact_tools(toolbox, mm, current_user)
-            register_search_tools(toolbox, mm, current_user)
+            register(toolbox, mm, user_id=current_user, thread_id=current_thread, model=summary_model)
+            register_fact_tools(toolbox, mm, user_id=current_user)
+            register_search_tools(toolbox, mm, user_id=current_user)
 
     # -- gathering ---------------------------------------------------------------------
     def _parts(self, message: str, uid: str, tid: str) -> ContextParts:
         mm, k = self.mm, self.k_memory
-        knowledge = mm.read_knowledge(message, uid, k=3 * k)
+        knowledge = mm.read_knowledge(message, user_id=uid, k=3 * k)
         vectors = mm.embeddings.embed([item.content[:4000] for item in knowledge]) if knowledge else []
         return ContextParts(
             instructions=self.instructions,
             user_message=message,
-            conversation=mm.read_conversational_memory(tid, uid),
-            facts=[fact_line(f) for f in mm.read_facts(uid)],
-            summaries=[s.reference for s in mm.read_summaries(uid, tid)],
-            workflows=[workflow_line(w) for w in mm.read_workflows(message, uid, k=k)],
-            entities=[entity_line(e) for e in mm.read_entities(uid, message, k=k)],
+            conversation=mm.read_conversational_memory(thread_id=tid, user_id=uid),
+            facts=[fact_line(f) for f in mm.read_facts(user_id=uid)],
+            summaries=[s.reference for s in mm.read_summaries(user_id=uid, thread_id=tid)],
+            workflows=[workflow_line(w) for w in mm.read_workflows(message, user_id=uid, k=k)],
+            entities=[entity_line(e) for e in mm.read_entities(message, user_id=uid, k=k)],
             passages=[Passage(knowledge_line(item), item.score or 0.0, vec) for item, vec in zip(knowledge, vectors)],
         )
 
@@ -211,9 +211,10 @@ class MemoryAgent:
         return answer
 
     # -- the turn ----------------------------------------------------------------------
-    def run(self, message: str, user_id: str, thread_id: str) -> TurnResult:
+    def run(self, message: str, *, user_id: str, thread_id: str) -> TurnResult:
         mm = self.mm
-        uid, tid = mm._uid(user_id), mm._tid(thread_id)
+        scope = mm.user(user_id).thread(thread_id)  # validated once
+        uid, tid = scope.user_id, scope.thread_id
         message = check_text(message, "message", max_chars=mm.settings.max_content_chars)
         token = _TURN.set((uid, tid))
         try:
@@ -228,7 +229,7 @@ class MemoryAgent:
         status = self.monitor(parts)
         auto = None
         if status.hard_limit_reached:
-            auto = mm.summarize_conversation(tid, uid, keep_recent=1, model=self.summary_model)
+            auto = mm.summarize_conversation(thread_id=tid, user_id=uid, keep_recent=1, model=self.summary_model)
             parts = self._parts(message, uid, tid)
             status = self.monitor(parts)
 
@@ -244,11 +245,11 @@ class MemoryAgent:
         try:
             built = builder.build(parts)
         except ContextBudgetError:
-            auto = mm.summarize_conversation(tid, uid, keep_recent=0, model=self.summary_model)
+            auto = mm.summarize_conversation(thread_id=tid, user_id=uid, keep_recent=0, model=self.summary_model)
             fresh = self._parts(message, uid, tid)
             fresh.status_line, fresh.tool_schemas = status.message, schemas
             built = builder.build(fresh)
-        mm.write_conversational_memory(uid, tid, "user", message)
+        mm.write_conversational_memory("user", message, user_id=uid, thread_id=tid)
 
         result = TurnResult(answer="", status=status, context_tokens=built.tokens, budget=built.budget,
                             tools_offered=[t.name for t in offered], auto_consolidated=auto, context=built)
@@ -263,8 +264,9 @@ class MemoryAgent:
             calls = list(ai.tool_calls or [])
             text = message_text(ai)
             s = mm.settings
-            mm.write_conversational_memory(uid, tid, "assistant", storable(text, s.max_content_chars),
-                                           tool_calls=_stored_calls(calls, s.max_content_chars, s.max_id_chars))
+            mm.write_conversational_memory("assistant", storable(text, s.max_content_chars), user_id=uid,
+                                           thread_id=tid, tool_calls=_stored_calls(calls, s.max_content_chars,
+                                                                                   s.max_id_chars))
             messages.append(ai)
             if not calls:
                 answer = text
@@ -281,13 +283,14 @@ class MemoryAgent:
                                                         res.status, res.content, res.log_id))
                 cid = call.get("id") or res.tool_call_id or "call"
                 mm.write_conversational_memory(
-                    uid, tid, "tool", storable(res.content, s.max_content_chars),
+                    "tool", storable(res.content, s.max_content_chars), user_id=uid, thread_id=tid,
                     tool_call_id=storable(str(cid), s.max_id_chars), tool_name=storable(name, s.max_id_chars) or None,
                     metadata={"status": res.status, "tool_log_id": res.log_id})
                 messages.append(res.to_message())
         if answer is None:
             answer = self._forced_final(messages, schemas, result)
-            mm.write_conversational_memory(uid, tid, "assistant", storable(answer, mm.settings.max_content_chars))
+            mm.write_conversational_memory("assistant", storable(answer, mm.settings.max_content_chars), user_id=uid,
+                                           thread_id=tid)
         result.answer = answer
         result.workflow_recorded = self._record_workflow(message, answer, uid, result.tool_calls)
         result.entities = self._record_entities(message, uid)
@@ -315,12 +318,12 @@ class MemoryAgent:
         if not steps or any(c.status != "ok" for c in calls):
             return False
         names = [c.name for c in calls if c.status == "ok" and c.name not in MEMORY_TOOLS]
-        for known in self.mm.read_workflows(message, uid, k=1):
+        for known in self.mm.read_workflows(message, user_id=uid, k=1):
             if known.user_id == uid and [s.get("tool") for s in known.steps if isinstance(s, dict)] == names \
                     and (known.score or 0) > 0.8:
-                self.mm.record_workflow_use(str(known.id), uid)
+                self.mm.record_workflow_use(str(known.id), user_id=uid)
                 return True
-        self.mm.write_workflow(uid, " -> ".join(names)[:200], f"Handle requests like: {message[:300]}", steps,
+        self.mm.write_workflow(" -> ".join(names)[:200], f"Handle requests like: {message[:300]}", steps, user_id=uid,
                                query=message, outcome=storable(answer[:500], 600))
         return True
 
@@ -328,5 +331,5 @@ class MemoryAgent:
         found = (model_entities(self.model, message) if self.extract_with_model
                  else heuristic_entities(message))
         for mention in found[:20]:
-            self.mm.write_entity(uid, mention.name, mention.type)
+            self.mm.write_entity(mention.name, mention.type, user_id=uid)
         return found

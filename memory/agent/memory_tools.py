@@ -21,7 +21,7 @@ UserRef = str | Callable[[], str]
 ThreadRef = str | None | Callable[[], str | None]
 
 
-def memory_tools(mm: "MemoryManager", user_id: UserRef, *, thread_id: ThreadRef = None, keep_recent: int = 1,
+def memory_tools(mm: "MemoryManager", *, user_id: UserRef, thread_id: ThreadRef = None, keep_recent: int = 1,
                  model: Any | None = None) -> list[Callable[..., str]]:
     """``[summarize_and_store, expand_summary]`` bound to ``mm`` and ``user_id``.
 
@@ -50,7 +50,8 @@ def memory_tools(mm: "MemoryManager", user_id: UserRef, *, thread_id: ThreadRef 
         uid = current_user()
         thread_id = thread_id or (default_thread() if callable(default_thread) else default_thread)
         if thread_id:
-            result = mm.summarize_conversation(thread_id, uid, keep_recent, model=model, focus=text or None)
+            result = mm.summarize_conversation(thread_id=thread_id, user_id=uid, keep_recent=keep_recent, model=model,
+                                               focus=text or None)
             if result.summary is None:
                 return f"Nothing consolidated ({result.status}): {result.message}."
             return (f"{result.summary.reference}\nConsolidated {len(result.source_ids)} messages "
@@ -59,7 +60,7 @@ def memory_tools(mm: "MemoryManager", user_id: UserRef, *, thread_id: ThreadRef 
         if not text.strip():
             return "Nothing to summarize: give the text to summarize or a thread_id."
         structured = mm.summarizer(model).summarize(text.splitlines())
-        summary = mm.write_summary(uid, None, structured.label, structured.content,
+        summary = mm.write_summary(structured.label, structured.content, user_id=uid, thread_id=None,
                                    metadata={"method": structured.method, "source": "summarize_and_store"})
         return f"{summary.reference}\n{summary.content}"
 
@@ -71,15 +72,15 @@ def memory_tools(mm: "MemoryManager", user_id: UserRef, *, thread_id: ThreadRef 
         Args:
             summary_id: the id shown in the `[Summary ID: ...]` reference.
         """
-        return mm.expand_summary(summary_id, current_user()).format()
+        return mm.expand_summary(summary_id, user_id=current_user()).format()
 
     return [summarize_and_store, expand_summary]
 
 
-def register_memory_tools(toolbox: Any, mm: "MemoryManager", user_id: UserRef, *, pin: bool = False,
+def register_memory_tools(toolbox: Any, mm: "MemoryManager", *, user_id: UserRef, pin: bool = False,
                           **kwargs: Any) -> list[str]:
     """Register the memory tools in ``toolbox`` (optionally pinned); returns their names."""
-    return register_functions(toolbox, memory_tools(mm, user_id, **kwargs), pin=pin)
+    return register_functions(toolbox, memory_tools(mm, user_id=user_id, **kwargs), pin=pin)
 
 
 def register_functions(toolbox: Any, functions: list[Callable[..., Any]], *, pin: bool = False) -> list[str]:

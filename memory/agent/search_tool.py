@@ -52,7 +52,7 @@ def format_hits(hits: Sequence[MemoryHit]) -> str:
     return "\n".join(format_hit(h) for h in hits)
 
 
-def search_tools(mm: "MemoryManager", user_id: UserRef, *, min_score: float | None = DEFAULT_TOOL_MIN_SCORE,
+def search_tools(mm: "MemoryManager", *, user_id: UserRef, min_score: float | None = DEFAULT_TOOL_MIN_SCORE,
                  now: Callable[[], datetime] | None = None) -> list[Callable[..., str]]:
     """``[search_memory]`` bound to ``mm`` and ``user_id``.
 
@@ -82,7 +82,7 @@ def search_tools(mm: "MemoryManager", user_id: UserRef, *, min_score: float | No
             since: only results from this date on (YYYY-MM-DD).
             until: only results before this date (YYYY-MM-DD).
         """
-        hits = mm.search_memory(query, current_user(), k=max(1, min(int(k), 20)), thread_id=thread_id,
+        hits = mm.search_memory(query, user_id=current_user(), k=max(1, min(int(k), 20)), thread_id=thread_id,
                                 since=_date(since, "since"), until=_date(until, "until"),
                                 now=now() if now else None, min_score=min_score)
         return format_hits(hits)
@@ -90,10 +90,10 @@ def search_tools(mm: "MemoryManager", user_id: UserRef, *, min_score: float | No
     return [search_memory]
 
 
-def register_search_tools(toolbox: Any, mm: "MemoryManager", user_id: UserRef, *, pin: bool = False,
+def register_search_tools(toolbox: Any, mm: "MemoryManager", *, user_id: UserRef, pin: bool = False,
                           **kwargs: Any) -> list[str]:
     """Register ``search_memory`` in ``toolbox`` (optionally pinned); returns the names."""
-    return register_functions(toolbox, search_tools(mm, user_id, **kwargs), pin=pin)
+    return register_functions(toolbox, search_tools(mm, user_id=user_id, **kwargs), pin=pin)
 
 
 def _date(value: str | None, field: str) -> datetime | None:

@@ -174,18 +174,18 @@ def run_demo(mm: MemoryManager, echo: Callable[[str], None] = print) -> dict[str
     tb = Toolbox(mm, namespace="demo")
     for fn in DEMO_TOOLS:
         tb.register_tool(fn)
-    mm.write_knowledge_batch(user, [
+    mm.write_knowledge_batch([
         {"content": "Northwind employees fly economy on flights shorter than six hours.", "source": "travel-policy.md"},
         {"content": "Hotel stays in Oslo are reimbursed up to 1,800 NOK per night.", "source": "travel-policy.md"},
         {"content": "Late orders older than five days get a high-priority ticket.", "source": "support.md"},
-    ])
+    ], user_id=user)
     model = ScriptedChatModel(rules=[demo_rule(SCRIPT)])
     agent = MemoryAgent(mm, tb, model, model_name=DEMO_MODEL, k_tools=3, extract_with_model=False)
     echo(f"user {user}, thread {thread}; {len(DEMO_TOOLS)} tools registered + the memory tools; "
          f"context window {DEMO_WINDOW} tokens (usable {agent_budget(mm)}).\n")
     figures: dict[str, Any] = {"turns": [], "consolidations": 0, "expansions": 0}
     for n, step in enumerate(SCRIPT, 1):
-        result = agent.run(step.message, user, thread)
+        result = agent.run(step.message, user_id=user, thread_id=thread)
         s = result.status
         echo(f"── turn {n}: {step.message}")
         echo(f"   retrieved tools: {', '.join(result.tools_offered)}")
@@ -199,7 +199,7 @@ def run_demo(mm: MemoryManager, echo: Callable[[str], None] = print) -> dict[str
             if c.name == "expand_summary" and c.status == "ok":
                 figures["expansions"] += 1
                 sid = c.args.get("summary_id", "")
-                originals = mm.read_conversations_by_summary_id(sid, user)
+                originals = mm.read_conversations_by_summary_id(sid, user_id=user)
                 echo(f"   ↳ expansion returned the summary and its {len(originals)} original messages, in order")
         if result.auto_consolidated is not None:
             echo(f"   safety net consolidated: {result.auto_consolidated.message}")

@@ -227,7 +227,7 @@ def chat(user: str, thread: str, max_iterations: int) -> None:
                 return
             if not line.strip():
                 continue
-            result = agent.run(line, user, thread)
+            result = agent.run(line, user_id=user, thread_id=thread)
             for c in result.tool_calls:
                 click.echo(f"  [tool {c.name} -> {c.status}]", err=True)
             click.echo(f"  [context {result.status.percent:.0f} % {result.status.status}]", err=True)
@@ -278,7 +278,7 @@ def status(user: str | None, thread: str | None, context_window: int | None, mod
 def threads(user: str | None, as_json: bool) -> None:
     """Threads with their message counts, most recent first."""
     with open_manager() as mm:
-        rows = mm.list_threads(user)
+        rows = mm.list_threads(user_id=user)
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -299,7 +299,7 @@ def threads(user: str | None, as_json: bool) -> None:
 def show(thread: str, user: str, live: bool, full: bool, as_json: bool) -> None:
     """Messages of THREAD in order, with the summary each consolidated one belongs to."""
     with open_manager() as mm:
-        rows = mm.read_thread(thread, user, include_summarized=not live)
+        rows = mm.read_thread(thread_id=thread, user_id=user, include_summarized=not live)
     if not rows and not live:
         raise NotFoundError(f"thread {thread!r} has no messages for user {user!r}")
     if as_json:
@@ -335,14 +335,15 @@ def consolidate(threads: tuple[str, ...], user: str, all_threads: bool, keep_rec
     with open_manager() as mm:
         names = list(threads)
         if all_threads:
-            names += [r["thread_id"] for r in mm.list_threads(user) if r["unsummarized"] and r["thread_id"] not in names]
+            names += [r["thread_id"] for r in mm.list_threads(user_id=user)
+                      if r["unsummarized"] and r["thread_id"] not in names]
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             console=console(stderr=True), transient=True, disable=as_json)
         with progress:
             task = progress.add_task("consolidating", total=len(names))
             for name in names:
                 progress.update(task, description=f"consolidating {name}")
-                r = mm.summarize_conversation(name, user, keep_recent, model=model)
+                r = mm.summarize_conversation(thread_id=name, user_id=user, keep_recent=keep_recent, model=model)
                 results.append({"thread_id": name, "status": r.status,
                                 "summary_id": r.summary.summary_id if r.summary else None,
                                 "label": r.summary.description if r.summary else None,
@@ -371,7 +372,7 @@ def consolidate(threads: tuple[str, ...], user: str, all_threads: bool, keep_rec
 def expand(summary_id: str, user: str, as_json: bool) -> None:
     """A summary and every original message it replaced, in order."""
     with open_manager() as mm:
-        expanded = mm.expand_summary(summary_id, user)
+        expanded = mm.expand_summary(summary_id, user_id=user)
     if as_json:
         return emit_json({"summary": expanded.summary, "messages": expanded.messages})
     out = console()
@@ -389,7 +390,7 @@ def expand(summary_id: str, user: str, as_json: bool) -> None:
 def unconsolidate(summary_id: str, user: str, as_json: bool) -> None:
     """Undo a consolidation: clear the marks on its messages and drop the summary (one transaction)."""
     with open_manager() as mm:
-        cleared = mm.undo_consolidation(summary_id, user)
+        cleared = mm.undo_consolidation(summary_id, user_id=user)
     if as_json:
         return emit_json({"summary_id": summary_id, "messages_restored": cleared})
     console().print(f"summary {summary_id} dropped; {cleared} messages are live again")
@@ -408,7 +409,7 @@ def unconsolidate(summary_id: str, user: str, as_json: bool) -> None:
 def search(query: str, user: str, kinds: tuple[str, ...], thread: str | None, k: int, as_json: bool) -> None:
     """Search the user's past messages, summaries and facts (one ranked list)."""
     with open_manager() as mm, spinner("searching"):
-        hits = mm.search_memory(query, user, k, scope=list(kinds) or None, thread_id=thread)
+        hits = mm.search_memory(query, user_id=user, k=k, scope=list(kinds) or None, thread_id=thread)
     if as_json:
         return emit_json(hits)
     if not hits:
@@ -429,7 +430,7 @@ def facts(user: str, history: bool, as_json: bool) -> None:
     from memory.store.views import fact_history
 
     with open_manager() as mm:
-        rows: list[Any] = fact_history(mm.db, user_id=user) if history else mm.read_facts(user)
+        rows: list[Any] = fact_history(mm.db, user_id=user) if history else mm.read_facts(user_id=user)
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -511,9 +512,9 @@ def forget_user(user: str, yes: bool, as_json: bool) -> None:
     from memory.tables.retention import rows_of_user
 
     with open_manager() as mm:
-        uid = mm._uid(user)
+        uid = mm.user(user).user_id
         with mm.db.connection(uid) as conn:  # scoped: through the app role, RLS shows only this user's rows
-            held = {t: n for t, n in rows_of_user(conn, mm.db.schema, uid).items() if n}
+            held = {t: n for t, n in rows_of_user(conn, mm.db.schema, user_id=uid).items() if n}
         if not held:
             raise NotFoundError(f"user {user!r} has no rows")
         if not yes:
@@ -521,7 +522,7 @@ def forget_user(user: str, yes: bool, as_json: bool) -> None:
             click.confirm(f"Delete {sum(held.values())} rows of user {user!r} ({listing})? This cannot be undone",
                           abort=True, err=True)
         with spinner(f"forgetting {user}"):
-            counts = mm.forget_user(user)
+            counts = mm.forget_user(user_id=user)
     if as_json:
         return emit_json({"user_id": user, "deleted": counts, "total": sum(counts.values())})
     _counts_table(f"forgot user {user}", {t: n for t, n in counts.items() if n})
@@ -547,7 +548,7 @@ def purge(as_json: bool) -> None:
 def publish_workflow(workflow_id: str, user: str, as_json: bool) -> None:
     """Copy USER's workflow WORKFLOW_ID into the shared workflows every user reads (schema owner only)."""
     with open_manager() as mm:
-        row = mm.publish_workflow(workflow_id, user)
+        row = mm.publish_workflow(workflow_id, user_id=user)
     if as_json:
         return emit_json(row)
     console().print(f"published workflow {workflow_id} of {user} as shared workflow {row.id} ({row.name})")

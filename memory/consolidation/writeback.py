@@ -1,6 +1,6 @@
 """Consolidation: summarise old turns and write the summary id back onto them.
 
-``summarize_conversation(thread_id, user_id, keep_recent=0)`` runs in three steps:
+``summarize_conversation(user_id=..., thread_id=..., keep_recent=0)`` runs in three steps:
 
 1. **Choose** (no transaction held): read the thread's unsummarized rows in order and
    group them into whole turns. A turn is a user message and everything up to the
@@ -42,7 +42,9 @@ from typing import Any, Callable, Literal, Sequence
 from psycopg import sql
 from psycopg.rows import class_row
 
-from memory.tables.base import StoreBase, select_list
+from memory.tables.base import Store, Table, select_list
+from memory.tables.conversation import Conversations
+from memory.tables.summaries import Summaries
 from memory.errors import InvalidInputError, NotFoundError
 from memory.context.render import CONVERSATION, format_conversation, format_message, split_sections
 from memory.store.rows import Message, Summary
@@ -104,8 +106,16 @@ class _Conflict(Exception):
     pass
 
 
-class ConsolidationMixin(StoreBase):
-    """Monitor, consolidate, expand, offload and undo (see the module docstring)."""
+class Consolidation(Table):
+    """Monitor, consolidate, expand, offload and undo (see the module docstring).
+
+    It reads threads through ``conversations`` and writes summaries through ``summaries``.
+    """
+
+    def __init__(self, store: Store, conversations: Conversations, summaries: Summaries) -> None:
+        super().__init__(store)
+        self.conversations = conversations
+        self.summaries = summaries
 
     # -- monitor -------------------------------------------------------------------------
     def calculate_context_usage(self, context: str, model: str | None = None) -> ContextUsage:
@@ -123,14 +133,14 @@ class ConsolidationMixin(StoreBase):
         return Summarizer(model, **kwargs)
 
     # -- consolidate ---------------------------------------------------------------------
-    def summarize_conversation(self, thread_id: str, user_id: str, keep_recent: int = 0, *,
+    def summarize_conversation(self, *, user_id: str, thread_id: str, keep_recent: int = 0,
                                model: Any | None = None, summarizer: Summarizer | None = None,
                                focus: str | None = None) -> ConsolidationResult:
         """Summarise the thread's unsummarized whole turns and mark them, atomically."""
         uid, tid = self._uid(user_id), self._tid(thread_id)
         check_count(keep_recent, "keep_recent")
         focus = check_optional_text(focus, "focus", max_chars=2000)
-        rows = self.read_thread(tid, uid, include_summarized=False)  # type: ignore[attr-defined]
+        rows = self.conversations.read_thread(user_id=uid, thread_id=tid, include_summarized=False)
         turns = group_turns(rows)
         chosen_turns = turns[:len(turns) - keep_recent] if keep_recent else list(turns)
         if chosen_turns and len(chosen_turns) == len(turns) and unanswered_calls(chosen_turns[-1]):
@@ -149,8 +159,8 @@ class ConsolidationMixin(StoreBase):
         source_tokens = count_tokens("\n".join(units)).tokens
         summary_tokens = count_tokens(structured.content).tokens
         ids = [m.id for m in chosen]
-        row = self._summary_row(  # type: ignore[attr-defined]
-            uid, tid, structured.label, structured.content, source_count=len(ids),
+        row = self.summaries.prepare(
+            structured.label, structured.content, user_id=uid, thread_id=tid, source_count=len(ids),
             first_message_at=chosen[0].created_at, last_message_at=chosen[-1].created_at,
             source_tokens=source_tokens, summary_tokens=summary_tokens,
             metadata={"method": structured.method, "llm_calls": structured.llm_calls,
@@ -176,7 +186,7 @@ class ConsolidationMixin(StoreBase):
             if len(free) != len(ids):
                 raise _Conflict(f"{len(ids) - len(free)} of the {len(ids)} chosen messages were consolidated or "
                                 "removed meanwhile; nothing written, read the thread again")
-            summary = self._insert_summary(conn, row)  # type: ignore[attr-defined]
+            summary = self.summaries.insert(conn, row)
             cur = conn.execute(
                 "UPDATE conversational_memory SET summary_id = %s WHERE id = ANY(%s) AND user_id = %s"
                 " AND summary_id IS NULL", (summary.summary_id, ids, uid))
@@ -185,7 +195,7 @@ class ConsolidationMixin(StoreBase):
         return summary
 
     # -- read back -----------------------------------------------------------------------
-    def read_conversations_by_summary_id(self, summary_id: str | uuid.UUID, user_id: str) -> list[Message]:
+    def read_conversations_by_summary_id(self, summary_id: str | uuid.UUID, *, user_id: str) -> list[Message]:
         """The messages a summary replaced, oldest first (empty for another user's id)."""
         sid, uid = check_uuid(summary_id, "summary_id"), self._uid(user_id)
         stmt = sql.SQL("SELECT {cols} FROM conversational_memory WHERE summary_id = %s AND user_id = %s"
@@ -193,13 +203,13 @@ class ConsolidationMixin(StoreBase):
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
             return cur.execute(stmt, (sid, uid)).fetchall()
 
-    def expand_summary(self, summary_id: str | uuid.UUID, user_id: str) -> ExpandedSummary:
+    def expand_summary(self, summary_id: str | uuid.UUID, *, user_id: str) -> ExpandedSummary:
         """The summary and every original message, in order; NotFoundError if not this user's."""
-        summary = self.read_summary_by_id(summary_id, user_id)  # type: ignore[attr-defined]
-        return ExpandedSummary(summary, self.read_conversations_by_summary_id(summary.summary_id, user_id))
+        summary = self.summaries.read_summary_by_id(summary_id, user_id=user_id)
+        return ExpandedSummary(summary, self.read_conversations_by_summary_id(summary.summary_id, user_id=user_id))
 
     # -- context rewrite -----------------------------------------------------------------
-    def offload_to_summary(self, context: str, thread_id: str, user_id: str, *,
+    def offload_to_summary(self, context: str, *, user_id: str, thread_id: str,
                            summary_id: str | uuid.UUID | None = None, keep_recent: int = 0,
                            model: Any | None = None, summarizer: Summarizer | None = None) -> Offload:
         """Rewrite only ``## Conversation Memory`` into summary references plus the live turns.
@@ -211,23 +221,24 @@ class ConsolidationMixin(StoreBase):
             raise InvalidInputError(f"context must be a string, got {type(context).__name__}")
         result: ConsolidationResult | None = None
         if summary_id is not None:
-            summary: Summary | None = self.read_summary_by_id(summary_id, user_id)  # type: ignore[attr-defined]
+            summary: Summary | None = self.summaries.read_summary_by_id(summary_id, user_id=user_id)
         else:
-            result = self.summarize_conversation(thread_id, user_id, keep_recent, model=model, summarizer=summarizer)
+            result = self.summarize_conversation(user_id=user_id, thread_id=thread_id, keep_recent=keep_recent,
+                                                 model=model, summarizer=summarizer)
             summary = result.summary
             if summary is None:
-                existing = self.read_summaries(user_id, thread_id, limit=1)  # type: ignore[attr-defined]
+                existing = self.summaries.read_summaries(user_id=user_id, thread_id=thread_id, limit=1)
                 summary = existing[-1] if existing else None
         if summary is None:
             return Offload(context, None, result)
-        live = self.read_conversational_memory(thread_id, user_id)  # type: ignore[attr-defined]
+        live = self.conversations.read_conversational_memory(user_id=user_id, thread_id=thread_id)
         section = f"{CONVERSATION}\n{summary.reference}\n{EXPAND_HINT.format(id=summary.summary_id)}\n"
         if live:
             section += format_conversation(live)[len(CONVERSATION) + 1:] + "\n"
         return Offload(replace_section(context, CONVERSATION, section), summary, result)
 
     # -- undo ----------------------------------------------------------------------------
-    def undo_consolidation(self, summary_id: str | uuid.UUID, user_id: str) -> int:
+    def undo_consolidation(self, summary_id: str | uuid.UUID, *, user_id: str) -> int:
         """Clear the marks of a consolidation and drop its summary (one transaction); returns the rows cleared."""
         sid, uid = check_uuid(summary_id, "summary_id"), self._uid(user_id)
         with self.db.connection(uid) as conn:

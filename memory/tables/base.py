@@ -1,4 +1,10 @@
-"""Shared plumbing of the MemoryManager mixins: validation, embedding, search SQL.
+"""Shared plumbing of the table objects: the store core, validation, embedding, search SQL.
+
+``Store`` is what every table object is built on (the pool, the embedding service, the
+settings); ``Table`` is the small base of the per-table classes (``Conversations``,
+``Knowledge`` ...) with the validation and similarity helpers they share. A table
+object that needs another one is given it explicitly when it is built (see
+``memory.manager.MemoryManager``), never looks it up.
 
 Similarity reads embed the query once and send one statement (after the transaction's
 SET LOCAL settings): the nearest rows by
@@ -12,6 +18,7 @@ written without an embedding).
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence, TypeVar
 
 import numpy as np
@@ -51,12 +58,32 @@ def insert_returning(conn: Any, stmt: sql.Composable, rows: Sequence[dict[str, A
     return out
 
 
-class StoreBase:
-    """State and helpers shared by every memory-type mixin."""
+@dataclass
+class Store:
+    """What every table object needs: the pool, the embedding service and the settings."""
 
     db: Database
-    settings: Settings
     embeddings: EmbeddingService
+    settings: Settings
+
+
+class Table:
+    """Base of the per-table objects: the store core plus shared validation and search helpers."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @property
+    def db(self) -> Database:
+        return self.store.db
+
+    @property
+    def embeddings(self) -> EmbeddingService:
+        return self.store.embeddings
+
+    @property
+    def settings(self) -> Settings:
+        return self.store.settings
 
     # -- validation shortcuts -------------------------------------------------------
     def _uid(self, user_id: Any) -> str:

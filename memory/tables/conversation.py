@@ -15,7 +15,7 @@ from psycopg import sql
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
-from memory.tables.base import StoreBase, insert_returning, select_list
+from memory.tables.base import Table, insert_returning, select_list
 from memory.errors import InvalidInputError
 from memory.store.isolation import require_owner
 from memory.store.rows import ROLES, Message
@@ -49,7 +49,9 @@ def embedding_text(role: str, content: str) -> str:
     return f"{role}: {content}"
 
 
-class ConversationMixin(StoreBase):
+class Conversations(Table):
+    """``conversational_memory``: write messages, read a thread's working set or all of it."""
+
     def _check_message(self, msg: NewMessage | Mapping[str, Any]) -> NewMessage:
         if isinstance(msg, Mapping):
             unknown = set(msg) - set(NewMessage.__dataclass_fields__)
@@ -76,16 +78,14 @@ class ConversationMixin(StoreBase):
             raise InvalidInputError("a tool message needs the tool_call_id of the call it answers")
         return msg
 
-    def write_conversational_memory(
-        self, user_id: str, thread_id: str, role: str, content: str, **fields: Any
-    ) -> Message:
+    def write_conversational_memory(self, role: str, content: str, *, user_id: str, thread_id: str,
+                                    **fields: Any) -> Message:
         """Store one message; see :meth:`write_messages` for batches."""
-        return self.write_messages(user_id, thread_id, [NewMessage(role=role, content=content, **fields)])[0]
+        return self.write_messages([NewMessage(role=role, content=content, **fields)], user_id=user_id,
+                                   thread_id=thread_id)[0]
 
-    def write_messages(
-        self, user_id: str, thread_id: str, messages: Iterable[NewMessage | Mapping[str, Any]],
-        *, embed: bool = True,
-    ) -> list[Message]:
+    def write_messages(self, messages: Iterable[NewMessage | Mapping[str, Any]], *, user_id: str, thread_id: str,
+                       embed: bool = True) -> list[Message]:
         """Store messages in order, in one transaction, embedding them in one batch.
 
         Every message is validated first: if any is rejected, none is written.
@@ -115,7 +115,7 @@ class ConversationMixin(StoreBase):
         with self.db.connection(uid) as conn:
             return insert_returning(conn, _INSERT.format(cols=select_list(Message)), rows, Message)
 
-    def read_conversational_memory(self, thread_id: str, user_id: str, limit: int | None = None) -> list[Message]:
+    def read_conversational_memory(self, *, user_id: str, thread_id: str, limit: int | None = None) -> list[Message]:
         """The thread's working set: unsummarized messages, oldest first.
 
         With ``limit``, the most recent ``limit`` of them (still oldest first).
@@ -132,7 +132,7 @@ class ConversationMixin(StoreBase):
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
             return cur.execute(stmt, (uid, tid, limit)).fetchall()
 
-    def read_thread(self, thread_id: str, user_id: str, *, include_summarized: bool = True) -> list[Message]:
+    def read_thread(self, *, user_id: str, thread_id: str, include_summarized: bool = True) -> list[Message]:
         """Every message of a thread in order, summarized ones included by default."""
         uid, tid = self._uid(user_id), self._tid(thread_id)
         check_bool(include_summarized, "include_summarized")
@@ -144,7 +144,7 @@ class ConversationMixin(StoreBase):
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
             return cur.execute(stmt, (uid, tid)).fetchall()
 
-    def list_threads(self, user_id: str | None = None) -> list[dict[str, Any]]:
+    def list_threads(self, *, user_id: str | None = None) -> list[dict[str, Any]]:
         """Threads with their message counts, summarized vs not (all users when None: schema owner only)."""
         params: tuple[Any, ...] = ()
         where = sql.SQL("")

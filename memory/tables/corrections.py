@@ -20,7 +20,8 @@ from psycopg.types.json import Jsonb
 from memory.tables.base import select_list
 from memory.tables.conversation import embedding_text
 from memory.errors import InvalidInputError, NotFoundError
-from memory.tables.facts import FactMixin, Remembered
+from memory.tables.base import Store, Table
+from memory.tables.facts import Facts, Remembered
 from memory.store.rows import Message
 from memory.store.validation import check_text, check_uuid
 
@@ -38,8 +39,14 @@ def correction_text(wrong: str, right: str) -> str:
     return f'Correction: the earlier statement "{wrong}" was wrong. What is true: {right}'
 
 
-class CorrectionMixin(FactMixin):
-    def correct(self, user_id: str, thread_id: str, wrong: str, right: str, *, message_id: int | None = None,
+class Corrections(Table):
+    """Explicit corrections in a thread's history, superseding a durable fact through ``facts``."""
+
+    def __init__(self, store: Store, facts: Facts) -> None:
+        super().__init__(store)
+        self.facts = facts
+
+    def correct(self, wrong: str, right: str, *, user_id: str, thread_id: str, message_id: int | None = None,
                 fact_id: str | uuid.UUID | None = None) -> Correction:
         """Append an explicit correction to the thread (and supersede ``fact_id`` with ``right``)."""
         uid, tid = self._uid(user_id), self._tid(thread_id)
@@ -48,7 +55,7 @@ class CorrectionMixin(FactMixin):
         if message_id is not None and (isinstance(message_id, bool) or not isinstance(message_id, int)):
             raise InvalidInputError(f"message_id must be an integer message id, got {type(message_id).__name__}")
         fid = check_uuid(fact_id, "fact_id") if fact_id is not None else None
-        fact_content = self._fact_content(right) if fid is not None else None
+        fact_content = self.facts.check_content(right) if fid is not None else None
         text = correction_text(wrong, right)
         texts = [embedding_text("system", text)] + ([fact_content] if fact_content else [])
         vectors = self._embed(texts)
@@ -76,7 +83,7 @@ class CorrectionMixin(FactMixin):
             assert message is not None
             fact = None
             if fid is not None:
-                fact = self._apply_fact(conn, uid, category, fact_content, vectors[1],  # type: ignore[arg-type]
+                fact = self.facts.apply(conn, category, fact_content, vectors[1], user_id=uid,  # type: ignore[arg-type]
                                         target=fid, source_message_id=message.id)
         assert message is not None
         return Correction(message, fact)

@@ -9,14 +9,16 @@ from __future__ import annotations
 from psycopg import sql
 from psycopg.rows import class_row
 
-from memory.tables.base import StoreBase, select_list
+from memory.tables.base import Table, select_list
 from memory.store.rows import Entity
 from memory.store.validation import check_text
 
 
-class EntityMixin(StoreBase):
-    def write_entity(self, user_id: str, name: str, entity_type: str = "unknown",
-                     description: str = "") -> Entity:
+class Entities(Table):
+    """``entity_memory``: people, projects, ids and places, one row per (user, name, type)."""
+
+    def write_entity(self, name: str, entity_type: str = "unknown", description: str = "", *,
+                     user_id: str) -> Entity:
         uid = self._uid(user_id)
         name = check_text(name, "name", max_chars=500)
         entity_type = check_text(entity_type, "entity_type", max_chars=100)
@@ -39,7 +41,7 @@ class EntityMixin(StoreBase):
         assert row is not None
         return row
 
-    def read_entities(self, user_id: str, query: str | None = None, k: int = 10) -> list[Entity]:
+    def read_entities(self, query: str | None = None, *, user_id: str, k: int = 10) -> list[Entity]:
         """Entities relevant to ``query``, or the most recently seen ones without a query."""
         uid = self._uid(user_id)
         if query is not None:

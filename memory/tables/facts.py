@@ -26,7 +26,7 @@ import numpy as np
 from psycopg import sql
 from psycopg.rows import class_row
 
-from memory.tables.base import StoreBase, select_list
+from memory.tables.base import Table, select_list
 from memory.errors import FactCategoryError, FactRejectedError, FactTooLongError, NotFoundError, TooManyFactsError
 from memory.tables.fact_rules import Candidate, Decision, decide
 from memory.context.render import format_facts
@@ -58,7 +58,9 @@ def _cosine(a: Any, b: Any) -> float:
     return float(a @ b) / denom if denom else 0.0
 
 
-class FactMixin(StoreBase):
+class Facts(Table):
+    """``fact_memory``: durable facts, with their supersession history (see the module docstring)."""
+
     # -- validation -------------------------------------------------------------------
     def _fact_category(self, category: Any) -> str:
         if category not in FACT_CATEGORIES:
@@ -66,7 +68,8 @@ class FactMixin(StoreBase):
                                     hint=f"use one of {', '.join(FACT_CATEGORIES)}")
         return str(category)
 
-    def _fact_content(self, content: Any) -> str:
+    def check_content(self, content: Any) -> str:
+        """A fact's text, validated (one line, at most ``fact_max_chars``); FactRejectedError otherwise."""
         text = check_text(content, "content", max_chars=self.settings.max_content_chars)
         if any(c in _LINE_BREAKS for c in text):
             raise FactRejectedError("content spans several lines", code="fact_multiline",
@@ -78,12 +81,12 @@ class FactMixin(StoreBase):
         return text
 
     # -- writes ---------------------------------------------------------------------
-    def remember(self, user_id: str, category: str, content: str, *, replaces: str | uuid.UUID | None = None,
+    def remember(self, category: str, content: str, *, user_id: str, replaces: str | uuid.UUID | None = None,
                  source_message_id: int | None = None) -> Remembered:
         """Store a durable fact, updating a near-duplicate or superseding a contradicted one."""
         uid = self._uid(user_id)
         category = self._fact_category(category)
-        content = self._fact_content(content)
+        content = self.check_content(content)
         target = check_uuid(replaces, "replaces") if replaces is not None else None
         if source_message_id is not None and (isinstance(source_message_id, bool)
                                               or not isinstance(source_message_id, int)
@@ -92,12 +95,15 @@ class FactMixin(StoreBase):
                                     hint="pass the integer id of the message the fact came from, or nothing")
         vec = self._embed([content])[0]
         with self.db.connection(uid) as conn:
-            return self._apply_fact(conn, uid, category, content, vec, target=target,
+            return self.apply(conn, category, content, vec, user_id=uid, target=target,
                                     source_message_id=source_message_id)
 
-    def _apply_fact(self, conn: Any, uid: str, category: str, content: str, vec: Any, *,
-                    target: uuid.UUID | None, source_message_id: int | None) -> Remembered:
-        """Decide and write inside the caller's transaction (also used by corrections)."""
+    def apply(self, conn: Any, category: str, content: str, vec: Any, *, user_id: str,
+              target: uuid.UUID | None, source_message_id: int | None) -> Remembered:
+        """Decide and write inside the caller's transaction (also used by corrections).
+
+        ``user_id`` must already be validated (it is the transaction's user)."""
+        uid = user_id
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("agentmem.facts:" + uid,))
         rows = conn.execute("SELECT id, category, content, embedding FROM fact_memory"
                             " WHERE user_id = %s AND valid_to IS NULL", (uid,)).fetchall()
@@ -147,7 +153,7 @@ class FactMixin(StoreBase):
         assert fact is not None
         return Remembered(decision.action, fact, previous, decision.reason)
 
-    def forget(self, fact_id: str | uuid.UUID, user_id: str, *, purge: bool = False) -> Fact:
+    def forget(self, fact_id: str | uuid.UUID, *, user_id: str, purge: bool = False) -> Fact:
         """Retire an active fact (``valid_to`` = now, kept as history); ``purge=True`` deletes the row."""
         fid, uid = check_uuid(fact_id, "fact_id"), self._uid(user_id)
         check_bool(purge, "purge")
@@ -169,13 +175,13 @@ class FactMixin(StoreBase):
         return row
 
     # -- reads ----------------------------------------------------------------------
-    def read_facts(self, user_id: str) -> list[Fact]:
+    def read_facts(self, *, user_id: str) -> list[Fact]:
         """The user's active facts, oldest first (what a conversation starts with)."""
         uid = self._uid(user_id)
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
             return cur.execute(_ACTIVE, (uid,)).fetchall()
 
-    def recall(self, user_id: str, query: str | None = None, k: int = 10, *,
+    def recall(self, query: str | None = None, *, user_id: str, k: int = 10,
                include_history: bool = False) -> list[Fact]:
         """Active facts most relevant to ``query`` (all active facts without one).
 
@@ -192,7 +198,7 @@ class FactMixin(StoreBase):
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
             return cur.execute(stmt, (uid, self._k(k))).fetchall()
 
-    def fact_history(self, fact_id: str | uuid.UUID, user_id: str) -> list[Fact]:
+    def fact_history(self, fact_id: str | uuid.UUID, *, user_id: str) -> list[Fact]:
         """Every version in the supersession chain through ``fact_id``, oldest first."""
         fid, uid = check_uuid(fact_id, "fact_id"), self._uid(user_id)
         stmt = sql.SQL(
@@ -210,6 +216,6 @@ class FactMixin(StoreBase):
             raise NotFoundError(f"fact {fid} not found for this user")
         return rows
 
-    def facts_section(self, user_id: str) -> str:
+    def facts_section(self, *, user_id: str) -> str:
         """``## Known Facts`` with the rule that what the user says now wins."""
-        return format_facts(self.read_facts(user_id))
+        return format_facts(self.read_facts(user_id=user_id))

@@ -8,18 +8,22 @@ from typing import Any, Iterable, Mapping
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from memory.tables.base import StoreBase, insert_returning, select_list
+from memory.tables.base import Table, insert_returning, select_list
 from memory.errors import InvalidInputError
 from memory.store.rows import KnowledgeItem
 from memory.store.validation import check_bool, check_object, check_text
 
 
-class KnowledgeMixin(StoreBase):
-    def write_knowledge(self, user_id: str, content: str, source: str = "",
-                        metadata: dict[str, Any] | None = None) -> KnowledgeItem:
-        return self.write_knowledge_batch(user_id, [{"content": content, "source": source, "metadata": metadata}])[0]
+class Knowledge(Table):
+    """``knowledge_memory``: passages the agent may cite, read by similarity."""
 
-    def write_knowledge_batch(self, user_id: str, items: Iterable[Mapping[str, Any]]) -> list[KnowledgeItem]:
+    def write_knowledge(self, content: str, source: str = "", metadata: dict[str, Any] | None = None, *,
+                        user_id: str) -> KnowledgeItem:
+        """Store one passage; see :meth:`write_knowledge_batch`."""
+        return self.write_knowledge_batch([{"content": content, "source": source, "metadata": metadata}],
+                                          user_id=user_id)[0]
+
+    def write_knowledge_batch(self, items: Iterable[Mapping[str, Any]], *, user_id: str) -> list[KnowledgeItem]:
         """Store passages (dicts with content, optional source and metadata) in one transaction."""
         uid = self._uid(user_id)
         rows: list[dict[str, Any]] = []
@@ -43,7 +47,7 @@ class KnowledgeMixin(StoreBase):
         with self.db.connection(uid) as conn:
             return insert_returning(conn, stmt, rows, KnowledgeItem)
 
-    def read_knowledge(self, query: str, user_id: str, k: int = 5, *, hybrid: bool = True) -> list[KnowledgeItem]:
+    def read_knowledge(self, query: str, *, user_id: str, k: int = 5, hybrid: bool = True) -> list[KnowledgeItem]:
         """Passages of this user most relevant to ``query``."""
         uid = self._uid(user_id)
         check_bool(hybrid, "hybrid")

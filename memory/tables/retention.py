@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import psycopg
 from psycopg import sql
 
-from memory.tables.base import StoreBase
+from memory.tables.base import Table
 from memory.store.db import Database
 from memory.errors import ConfigurationError
 from memory.store.isolation import BOOKKEEPING, agentmem_tables, base_tables, require_owner, user_tables
@@ -134,7 +134,7 @@ def purge_expired(db: Database, settings: Settings, *, now: datetime | None = No
     return counts
 
 
-def forget_user(db: Database, user_id: str) -> dict[str, int]:
+def forget_user(db: Database, *, user_id: str) -> dict[str, int]:
     """Delete every row of ``user_id`` in agentmem's per-user tables, once each; counts per table.
 
     Referencing tables go first. The row triggers of migration 004 refresh the search
@@ -149,25 +149,27 @@ def forget_user(db: Database, user_id: str) -> dict[str, int]:
             sql.Identifier(db.schema, table)), (uid,)).rowcount for table in tables}
 
 
-def rows_of_user(conn: psycopg.Connection, schema: str, user_id: str) -> dict[str, int]:
+def rows_of_user(conn: psycopg.Connection, schema: str, *, user_id: str) -> dict[str, int]:
     """Rows of ``user_id`` per per-user table of agentmem (run it in a transaction scoped to the user)."""
     return {table: conn.execute(sql.SQL("SELECT count(*) FROM {}.{} WHERE user_id = %s").format(
         sql.Identifier(schema), sql.Identifier(table)), (user_id,)).fetchone()[0]  # type: ignore[index]
         for table in user_tables(conn, schema)}
 
 
-class RetentionMixin(StoreBase):
+class Retention(Table):
+    """Expiry and forgetting a user, over every table of agentmem."""
+
     def purge_expired(self, *, now: datetime | None = None) -> dict[str, int]:
         """Delete expired rows (``expires_at`` and ``Settings.retention_days``); counts per table."""
         return purge_expired(self.db, self.settings, now=check_datetime(now, "now"))
 
-    def forget_user(self, user_id: str) -> dict[str, int]:
+    def forget_user(self, *, user_id: str) -> dict[str, int]:
         """Delete every row of this user in every table, in one transaction; counts per table.
 
         The embedding cache of this process is emptied too: it held vectors of the
         user's texts and queries.
         """
-        counts = forget_user(self.db, self._uid(user_id))
+        counts = forget_user(self.db, user_id=self._uid(user_id))
         self.embeddings.clear_cache()
         return counts
 

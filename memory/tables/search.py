@@ -54,7 +54,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from memory.retrieval.fusion import fuse_rankings
-from memory.tables.base import TERMS_CTE, StoreBase
+from memory.tables.base import TERMS_CTE, Table
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
 from memory.retrieval.time_phrases import TimeRange, parse_time_range
@@ -282,14 +282,16 @@ _PENDING = sql.SQL(
 _USER_FILTER = sql.SQL(" AND user_id = %(uid)s")
 
 
-class SearchMixin(StoreBase):
+class MemorySearch(Table):
+    """``search_memory``: one ranked list over a user's past messages, summaries and facts."""
+
     def search_memory(
         self,
         query: str,
+        *,
         user_id: str,
         k: int = 10,
         scope: str | Iterable[str] | None = None,
-        *,
         thread_id: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
@@ -352,7 +354,7 @@ class SearchMixin(StoreBase):
                 rows = cur.execute(stmt, params).fetchall()
             if attempt == 0 and rows and rows[-1]["kind"] == "pending":
                 # Messages written with embed=False: embed them, then search again.
-                self.embed_pending_messages(uid)
+                self.embed_pending_messages(user_id=uid)
                 continue
             break
         hits = [_hit(row, span) for row in rows if row["kind"] != "pending"]
@@ -363,7 +365,7 @@ class SearchMixin(StoreBase):
 
     _backfill_refused = False
 
-    def embed_pending_messages(self, user_id: str | None = None, *, batch_size: int = 256,
+    def embed_pending_messages(self, *, user_id: str | None = None, batch_size: int = 256,
                                limit: int | None = None) -> int:
         """Embed messages written without an embedding, in batches; return how many.
 

@@ -15,7 +15,7 @@ from psycopg import sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from memory.tables.base import StoreBase, select_list
+from memory.tables.base import Table, select_list
 from memory.errors import NotFoundError
 from memory.store.rows import Summary
 from memory.store.validation import (check_count, check_datetime, check_object, check_optional_count, check_positive_int,
@@ -30,9 +30,11 @@ _INSERT = sql.SQL(
 )
 
 
-class SummaryMixin(StoreBase):
-    def _summary_row(self, user_id: str, thread_id: str | None, description: str, content: str,
-                     **extra: Any) -> dict[str, Any]:
+class Summaries(Table):
+    """``summary_memory``: structured summaries, by id, by thread or by similarity."""
+
+    def prepare(self, description: str, content: str, *, user_id: str, thread_id: str | None,
+                **extra: Any) -> dict[str, Any]:
         """Validated parameters for one summary insert (embedding included)."""
         uid = self._uid(user_id)
         tid = self._tid(thread_id) if thread_id is not None else None
@@ -51,23 +53,24 @@ class SummaryMixin(StoreBase):
             metadata=Jsonb(metadata or {}), embedding=self._embed([f"{description}\n{content}"])[0],
         )
 
-    def _insert_summary(self, conn: Any, row: dict[str, Any]) -> Summary:
+    def insert(self, conn: Any, row: dict[str, Any]) -> Summary:
+        """Insert a row made by :meth:`prepare` inside the caller's transaction."""
         with conn.cursor(row_factory=class_row(Summary)) as cur:
             out = cur.execute(_INSERT.format(cols=select_list(Summary)), row).fetchone()
         assert out is not None
         return out  # type: ignore[no-any-return]
 
-    def write_summary(self, user_id: str, thread_id: str | None, description: str, content: str, *,
+    def write_summary(self, description: str, content: str, *, user_id: str, thread_id: str | None = None,
                       source_count: int = 0, first_message_at: datetime | None = None,
                       last_message_at: datetime | None = None, metadata: dict[str, Any] | None = None) -> Summary:
         """Store a free-standing summary (no rows marked; see ``summarize_conversation`` for that)."""
-        row = self._summary_row(user_id, thread_id, description, content, source_count=source_count,
+        row = self.prepare(description, content, user_id=user_id, thread_id=thread_id, source_count=source_count,
                                 first_message_at=first_message_at, last_message_at=last_message_at,
                                 metadata=metadata)
         with self.db.connection(row["user_id"]) as conn:
-            return self._insert_summary(conn, row)
+            return self.insert(conn, row)
 
-    def read_summary_by_id(self, summary_id: str | uuid.UUID, user_id: str) -> Summary:
+    def read_summary_by_id(self, summary_id: str | uuid.UUID, *, user_id: str) -> Summary:
         """The summary, if it is this user's; NotFoundError otherwise."""
         sid, uid = check_uuid(summary_id, "summary_id"), self._uid(user_id)
         stmt = sql.SQL("SELECT {cols}, NULL::float8 AS score FROM summary_memory"
@@ -78,7 +81,7 @@ class SummaryMixin(StoreBase):
             raise NotFoundError(f"summary {sid} not found for this user")
         return row
 
-    def read_summaries(self, user_id: str, thread_id: str | None = None, limit: int = 50) -> list[Summary]:
+    def read_summaries(self, *, user_id: str, thread_id: str | None = None, limit: int = 50) -> list[Summary]:
         """This user's summaries (of one thread, if given), oldest first."""
         uid = self._uid(user_id)
         tid = self._tid(thread_id) if thread_id is not None else None
@@ -89,7 +92,7 @@ class SummaryMixin(StoreBase):
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
             return cur.execute(stmt, (uid, tid, tid, check_positive_int(limit, "limit", maximum=1000))).fetchall()
 
-    def read_summary_memory(self, query: str, user_id: str, k: int = 3, *,
+    def read_summary_memory(self, query: str, *, user_id: str, k: int = 3,
                             thread_id: str | None = None) -> list[Summary]:
         """Summaries most relevant to ``query``."""
         uid = self._uid(user_id)
@@ -100,6 +103,6 @@ class SummaryMixin(StoreBase):
             params["tid"] = self._tid(thread_id)
         return self._similar("summary_memory", Summary, query, where, params, k=self._k(k))
 
-    def summary_references(self, user_id: str, thread_id: str | None = None) -> list[str]:
+    def summary_references(self, *, user_id: str, thread_id: str | None = None) -> list[str]:
         """``[Summary ID: id] label`` lines for this user's summaries, oldest first."""
-        return [s.reference for s in self.read_summaries(user_id, thread_id)]
+        return [s.reference for s in self.read_summaries(user_id=user_id, thread_id=thread_id)]

@@ -8,17 +8,20 @@ from psycopg import sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from memory.tables.base import StoreBase, select_list
+from memory.tables.base import Table, select_list
 from memory.errors import NotFoundError
 from memory.store.rows import ToolLogEntry
 from memory.store.validation import (check_choice, check_duration_ms, check_object, check_optional_text, check_positive_int,
                          check_text)
 
 
-class ToolLogMixin(StoreBase):
-    def write_tool_log(self, user_id: str, tool_name: str, args: Any, output: str | None, *,
-                       status: str = "ok", error: str | None = None, duration_ms: float | None = None,
-                       thread_id: str | None = None, tool_call_id: str | None = None) -> ToolLogEntry:
+class ToolLog(Table):
+    """``tool_log``: every tool call with its arguments and full output."""
+
+    def write_tool_log(self, tool_name: str, args: Any, output: str | None, *, user_id: str,
+                       thread_id: str | None = None, status: str = "ok", error: str | None = None,
+                       duration_ms: float | None = None, tool_call_id: str | None = None) -> ToolLogEntry:
+        """Log one tool call (``status`` "ok" or "error")."""
         s = self.settings
         uid = self._uid(user_id)
         tid = self._tid(thread_id) if thread_id is not None else None
@@ -39,7 +42,7 @@ class ToolLogMixin(StoreBase):
         assert row is not None
         return row
 
-    def read_tool_log(self, user_id: str, thread_id: str | None = None, limit: int = 50) -> list[ToolLogEntry]:
+    def read_tool_log(self, *, user_id: str, thread_id: str | None = None, limit: int = 50) -> list[ToolLogEntry]:
         """This user's latest tool calls (of one thread, if given), oldest first."""
         uid = self._uid(user_id)
         tid = self._tid(thread_id) if thread_id is not None else None
@@ -50,7 +53,8 @@ class ToolLogMixin(StoreBase):
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(ToolLogEntry)) as cur:
             return cur.execute(stmt, (uid, tid, tid, check_positive_int(limit, "limit"))).fetchall()
 
-    def read_tool_log_entry(self, entry_id: int, user_id: str) -> ToolLogEntry:
+    def read_tool_log_entry(self, entry_id: int, *, user_id: str) -> ToolLogEntry:
+        """One logged call by id, if it is this user's; NotFoundError otherwise."""
         uid = self._uid(user_id)
         if isinstance(entry_id, bool) or not isinstance(entry_id, int):
             try:

@@ -20,7 +20,7 @@ from psycopg import sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from memory.tables.base import StoreBase, columns_of, select_list
+from memory.tables.base import Table, columns_of, select_list
 from memory.errors import AccessDeniedError, InvalidInputError, NotFoundError
 from memory.store.rows import Workflow
 from memory.store.validation import check_bool, check_json, check_text, check_uuid
@@ -44,9 +44,11 @@ def _owner_only(action: str, exc: Exception) -> AccessDeniedError:
         f"application role ({exc})")
 
 
-class WorkflowMixin(StoreBase):
-    def write_workflow(self, user_id: str, name: str, description: str, steps: Sequence[Any],
-                       *, query: str = "", outcome: str = "", shared: bool = False) -> Workflow:
+class Workflows(Table):
+    """``workflow_memory`` and ``shared_workflow_memory``: procedures that worked."""
+
+    def write_workflow(self, name: str, description: str, steps: Sequence[Any], *, user_id: str,
+                       query: str = "", outcome: str = "", shared: bool = False) -> Workflow:
         """Store a workflow of ``user_id``; ``shared=True`` (schema owner only) stores a shared one instead."""
         uid = self._uid(user_id)
         name = check_text(name, "name", max_chars=200)
@@ -80,7 +82,7 @@ class WorkflowMixin(StoreBase):
         assert row is not None
         return row
 
-    def publish_workflow(self, workflow_id: str, user_id: str) -> Workflow:
+    def publish_workflow(self, workflow_id: str, *, user_id: str) -> Workflow:
         """Copy ``user_id``'s workflow into the shared ones (schema owner only); returns the shared row.
 
         The user's own row stays (forgetting the user later does not unpublish it: the
@@ -101,7 +103,7 @@ class WorkflowMixin(StoreBase):
             raise NotFoundError(f"workflow {wid} not found for user {uid!r}")
         return row
 
-    def read_workflows(self, query: str, user_id: str, k: int = 3, *, hybrid: bool = True) -> list[Workflow]:
+    def read_workflows(self, query: str, *, user_id: str, k: int = 3, hybrid: bool = True) -> list[Workflow]:
         """This user's workflows and shared ones, most relevant first."""
         uid, k = self._uid(user_id), self._k(k)
         check_bool(hybrid, "hybrid")
@@ -122,7 +124,7 @@ class WorkflowMixin(StoreBase):
             return {r[0] for r in conn.execute(
                 "SELECT published_from FROM shared_workflow_memory WHERE published_from = ANY(%s)", (ids,))}
 
-    def record_workflow_use(self, workflow_id: str, user_id: str, *, success: bool = True) -> None:
+    def record_workflow_use(self, workflow_id: str, *, user_id: str, success: bool = True) -> None:
         """Count one use of the user's workflow or of a shared one."""
         wid, uid = check_uuid(workflow_id, "workflow_id"), self._uid(user_id)
         check_bool(success, "success")
