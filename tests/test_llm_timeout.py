@@ -163,7 +163,8 @@ def test_a_summary_lands_within_the_timeout(mm, user: str, thread: str, trickle:
     mm.write_messages([{"role": "user", "content": "Ticket OPS-7 fails on db-2."},
                                      {"role": "assistant",
                                       "content": "Restart db-2 and retry OPS-7."}], user_id=user, thread_id=thread)
-    result, elapsed = timed(mm.summarize_conversation, thread, user, model=model_for(trickle, retries=1))
+    result, elapsed = timed(mm.summarize_conversation, user_id=user, thread_id=thread,
+                            model=model_for(trickle, retries=1))
     assert result.status == "summarized" and result.method == "extractive"
     assert "OPS-7" in result.summary.content
     assert any("timed out" in e for e in result.errors)
@@ -184,7 +185,7 @@ def test_tool_augmentation_falls_back_within_the_timeout(mm, trickle: Server) ->
 def test_an_agent_turn_gives_a_clear_error_within_the_timeout(mm, user: str, thread: str, trickle: Server) -> None:
     agent = MemoryAgent(mm, Toolbox(mm, namespace=f"timeout-{uuid.uuid4().hex[:6]}"), model_for(trickle),
                         extract_with_model=False, register_memory_tools=False)
-    outcome, elapsed = timed(agent.run, "What is the status of OPS-7?", user, thread)
+    outcome, elapsed = timed(agent.run, "What is the status of OPS-7?", user_id=user, thread_id=thread)
     assert isinstance(outcome, LLMError) and "timed out" in str(outcome)
     assert elapsed < TIMEOUT + BACKOFF
 
