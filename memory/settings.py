@@ -189,6 +189,10 @@ class Settings:
     # (AGENTMEM_CONNECT_TIMEOUT), unless the URL sets connect_timeout itself.
     connect_timeout: int = field(default=10, metadata=bounds(1))
 
+    # MCP over HTTP (memory.mcp): bearer token = the one user it acts for. Empty: `agentmem
+    # mcp --http` refuses to start. Secret: kept out of repr.
+    mcp_tokens: dict[str, str] = field(default_factory=dict, repr=False)
+
     def __post_init__(self) -> None:
         self.validate()
 

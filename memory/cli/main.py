@@ -608,6 +608,27 @@ def distribute(dry_run: bool, as_json: bool) -> None:
           [(s.step, s.table_name, s.kind, s.colocate_with or "") for s in done.steps])
 
 
+@main.command()
+@click.option("--user", "-u", default=None,
+              help="User a stdio server acts for (default $AGENTMEM_USER, else 'default'); not with --http.")
+@click.option("--http", "http", is_flag=True,
+              help="Serve streamable HTTP at /mcp instead of stdio; bearer tokens map to users (AGENTMEM_MCP_TOKENS).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address --http binds.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port of --http (0: any free port, printed on stderr).")
+@click.option("--namespace", "-n", default="default", show_default=True, help="Toolbox namespace of find_tools.")
+@handle_errors
+def mcp(user: str | None, http: bool, host: str, port: int, namespace: str) -> None:
+    """Serve agentmem's memory over the Model Context Protocol (stdio for one user, or --http)."""
+    from memory.errors import ConfigurationError
+
+    try:
+        from memory.mcp.server import serve
+    except ImportError as exc:
+        raise ConfigurationError(f"the MCP server needs the mcp package ({exc}): pip install 'agentmem[mcp]'") from exc
+    serve(user=user, http=http, host=host, port=port, namespace=namespace)
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.argument("name", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
