@@ -2,8 +2,9 @@
 
 Reads ``../shared/data/locomo/locomo_dev3.json`` (three LoCoMo conversations, CC BY-NC
 4.0, evaluation only: never copied into the project), writes every turn through the
-public API (``write_messages``: one user per conversation, one thread per session,
-``"<speaker>: <text>"`` with a shared photo's caption appended, each turn 30 s after the
+public API (``write_messages``: one user per conversation, one thread per session, the
+speaker as the message's ``name`` and the text with a shared photo's caption appended as
+its content, each turn 30 s after the
 previous one from the session's date), and asks every category 1-4 question (multi-hop,
 temporal, open-domain, single-hop; 5 is adversarial) with ``search_memory(question, user,
 k=10, now=<time of the last session>)``. Recall@k of a question is the share of its
@@ -28,10 +29,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Timer, apply_torch_threads, base_parser, embedded_server, log, open_manager,  # noqa: E402
+from _common import (Timer, apply_torch_threads, base_parser, bench_embedder, embedded_server, log, open_manager,  # noqa: E402
                      percentiles, print_load, print_table, write_json)
 
-from memory import MiniLMEmbedder  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / ".." / "shared" / "data" / "locomo" / "locomo_dev3.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -53,7 +53,8 @@ def sessions(conv: dict[str, Any]) -> list[tuple[int, datetime, list[dict[str, A
 
 
 def turn_text(turn: dict[str, Any]) -> str:
-    text = f"{turn['speaker']}: {turn['text']}"
+    """What was said, with a shared photo's caption; the speaker goes into ``name``."""
+    text = turn["text"]
     if turn.get("blip_caption"):
         text += f" [shares a photo: {turn['blip_caption']}]"
     return text
@@ -71,8 +72,8 @@ def main() -> None:
     args = p.parse_args()
     convs = json.loads(Path(args.data).read_text())
     methods = args.methods.split(",")
-    minilm = MiniLMEmbedder()
-    threads = apply_torch_threads(args.torch_threads)
+    minilm = bench_embedder(args.backend, args.torch_threads)
+    threads = args.torch_threads
     recall: dict[tuple[str, int, int], list[float]] = {}
     latency: dict[str, list[float]] = {m: [] for m in methods}
     n_turns = n_questions = 0
@@ -85,7 +86,8 @@ def main() -> None:
                 dia_of: dict[int, str] = {}
                 last = None
                 for number, start, turns in sessions(conv["conversation"]):
-                    msgs = [dict(role="user", content=turn_text(t), created_at=start + timedelta(seconds=30 * i))
+                    msgs = [dict(role="user", name=t["speaker"], content=turn_text(t),
+                                 created_at=start + timedelta(seconds=30 * i))
                             for i, t in enumerate(turns)]
                     for t, row in zip(turns, mm.write_messages(msgs, user_id=user, thread_id=f"session_{number}")):
                         dia_of[row.id] = t["dia_id"]

@@ -317,6 +317,17 @@ class MemoryManager:
                                                 since=since, until=until, now=now, time_mode=time_mode,
                                                 min_score=min_score, method=method, weights=weights, shape=shape)
 
+    def search_memory_many(self, queries: Sequence[str], *, user_id: str, k: int = 10,
+                           scope: str | Iterable[str] | None = None, thread_id: str | None = None,
+                           since: datetime | None = None, until: datetime | None = None,
+                           now: datetime | None = None, time_mode: str = "boost", min_score: float | None = None,
+                           method: str = "hybrid", weights: SearchWeights | None = None,
+                           shape: str = "auto") -> list[list[MemoryHit]]:
+        """``search_memory`` for several queries of one user (embedded in one batch): one hit list per query."""
+        return self.memory_search.search_memory_many(
+            queries, user_id=user_id, k=k, scope=scope, thread_id=thread_id, since=since, until=until, now=now,
+            time_mode=time_mode, min_score=min_score, method=method, weights=weights, shape=shape)
+
     def embed_pending_messages(self, *, user_id: str | None = None, batch_size: int = 256,
                                limit: int | None = None) -> int:
         """Embed messages written without an embedding (all users' when None); returns how many."""

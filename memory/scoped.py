@@ -61,6 +61,13 @@ class UserMemory:
                                      since=since, until=until, now=now, time_mode=time_mode, min_score=min_score,
                                      method=method, weights=weights)
 
+    def search_many(self, queries: Sequence[str], *, k: int = 10, scope: str | Iterable[str] | None = None,
+                    thread_id: str | None = None, now: datetime | None = None,
+                    min_score: float | None = None) -> list[list[MemoryHit]]:
+        """``search_memory_many``: one hit list per query, the queries embedded in one batch."""
+        return self.mm.search_memory_many(queries, user_id=self.user_id, k=k, scope=scope, thread_id=thread_id,
+                                          now=now, min_score=min_score)
+
     def remember(self, category: str, content: str, *, replaces: str | uuid.UUID | None = None,
                  source_message_id: int | None = None) -> Remembered:
         """``remember``: store a durable fact (updating a near-duplicate, superseding a contradiction)."""

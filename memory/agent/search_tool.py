@@ -5,14 +5,17 @@ description, signature = schema) closed over one ``MemoryManager`` and one user:
 model never chooses whose memory it reads. The user may be a zero-argument callable
 for a loop serving many users with one toolbox.
 
-A hit is rendered on one line with its date, thread and kind; a consolidated message
-carries ``[Summary ID: ...]`` and a summary is shown as its reference, label and a
-short excerpt, so the model can call ``expand_summary`` for the rest instead of the
-search pasting whole summaries into the context.
+A hit is rendered on one line with its date, thread, kind and speaker; a consolidated
+message carries its summary's reference, written in full once per summary
+(``[S1 = Summary ID: ...]``) and as ``[S1]`` on later hits of it; a summary is shown as
+its reference, the range of messages it replaced, its label and a short excerpt, so the
+model can call ``expand_summary`` for the rest instead of the search pasting whole
+summaries into the context.
 """
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -33,23 +36,46 @@ DEFAULT_TOOL_MIN_SCORE = 0.35
 EXCERPT_CHARS = 300
 
 
-def format_hit(hit: MemoryHit) -> str:
+def format_hit(hit: MemoryHit, refs: dict[uuid.UUID, str] | None = None) -> str:
+    """One line for ``hit``. With ``refs`` (summary id -> short label, filled as lines are
+    made), a summary's full ``[Summary ID: ...]`` reference is written on its first line
+    only and later hits of the same summary carry its label."""
     when = hit.created_at.strftime("%Y-%m-%d %H:%M") if hit.created_at else "undated"
     where = f" thread {hit.thread_id}" if hit.thread_id else ""
+    ref = _summary_ref(hit.summary_id, refs)
     if hit.kind == "summary":
         label, _, body = hit.content.partition("\n")
         excerpt = " ".join(body.split())[:EXCERPT_CHARS]
-        return f"- [{when}{where}] [Summary ID: {hit.summary_id}] {label}: {excerpt}"
+        covers = ""
+        if hit.covers is not None:
+            c = hit.covers
+            covers = (f" (replaces message {c.first_id})" if c.count == 1
+                      else f" (replaces {c.count} messages, ids {c.first_id}-{c.last_id})")
+        return f"- [{when}{where}] {ref.strip()}{covers} {label}: {excerpt}"
     if hit.kind == "fact":
         return f"- [{when}] fact ({hit.role}): {hit.content}"
-    ref = f" [Summary ID: {hit.summary_id}]" if hit.summary_id else ""
-    return f"- [{when}{where}]{ref} {hit.role}: {hit.content}"
+    who = f"{hit.name} ({hit.role})" if hit.name else hit.role
+    return f"- [{when}{where}]{ref} {who}: {hit.content}"
+
+
+def _summary_ref(summary_id: uuid.UUID | None, refs: dict[uuid.UUID, str] | None) -> str:
+    if summary_id is None:
+        return ""
+    if refs is None:
+        return f" [Summary ID: {summary_id}]"
+    if summary_id in refs:
+        return f" [{refs[summary_id]}]"
+    refs[summary_id] = label = f"S{len(refs) + 1}"
+    return f" [{label} = Summary ID: {summary_id}]"
 
 
 def format_hits(hits: Sequence[MemoryHit]) -> str:
+    """The hits one per line; each summary's id is written once (``[S1 = Summary ID: ...]``),
+    later hits of it say ``[S1]``."""
     if not hits:
         return "No matching memories (nothing scored above the threshold)."
-    return "\n".join(format_hit(h) for h in hits)
+    refs: dict[uuid.UUID, str] = {}
+    return "\n".join(format_hit(h, refs) for h in hits)
 
 
 def search_tools(mm: "MemoryManager", *, user_id: UserRef, min_score: float | None = DEFAULT_TOOL_MIN_SCORE,
@@ -72,7 +98,8 @@ def search_tools(mm: "MemoryManager", *, user_id: UserRef, min_score: float | No
         messages, conversation summaries and known facts by meaning and by keywords; a time
         expression in the query ("last May", "two weeks ago") favours that period. Each
         result shows its date and thread; a result with a [Summary ID: ...] can be opened
-        with expand_summary. An empty result means nothing relevant was found: say so
+        with expand_summary (a later result marked [S1] belongs to the summary written
+        out as [S1 = Summary ID: ...] above it). An empty result means nothing relevant was found: say so
         rather than guess.
 
         Args:

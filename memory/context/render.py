@@ -54,8 +54,13 @@ def _message_line(m: Message) -> str:
     if m.tool_calls:
         calls = ", ".join(_call_text(c) for c in m.tool_calls)
         text = f" {m.content}" if m.content else ""
-        return f"[{stamp}] {m.role}:{text} [calls {calls}]"
-    return f"[{stamp}] {m.role}: {m.content}"
+        return f"[{stamp}] {speaker(m)}:{text} [calls {calls}]"
+    return f"[{stamp}] {speaker(m)}: {m.content}"
+
+
+def speaker(m: Message) -> str:
+    """Who said it: the role, with the speaker's name when the message has one ("Ann (user)")."""
+    return f"{m.name} ({m.role})" if m.name else m.role
 
 
 def _call_text(call: dict[str, Any]) -> str:

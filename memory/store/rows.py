@@ -27,6 +27,7 @@ class Message:
     tool_calls: list[dict[str, Any]] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     summary_id: uuid.UUID | None = None
+    name: str | None = None  # the speaker's name (OpenAI ``name``), for chats with several people
 
     def __post_init__(self) -> None:  # a row written by plain SQL may hold any JSON (memory.store.shapes)
         self.tool_calls = readable_tool_calls(self.tool_calls)

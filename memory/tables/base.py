@@ -18,7 +18,7 @@ written without an embedding).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence, TypeVar
 
 import numpy as np
@@ -27,6 +27,7 @@ from psycopg.rows import class_row
 
 from memory.store.db import Database
 from memory.retrieval.embeddings import EmbeddingService
+from memory.retrieval.speakers import SpeakerNames
 from memory.retrieval.fusion import RRF_K
 from memory.settings import Settings
 from memory.errors import InvalidInputError
@@ -65,6 +66,7 @@ class Store:
     db: Database
     embeddings: EmbeddingService
     settings: Settings
+    speakers: SpeakerNames = field(default_factory=SpeakerNames)  # search's cache of speaker names
 
 
 class Table:

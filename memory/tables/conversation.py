@@ -19,14 +19,15 @@ from memory.tables.base import Table, insert_returning, select_list
 from memory.errors import InvalidInputError
 from memory.store.isolation import require_owner
 from memory.store.rows import ROLES, Message
-from memory.store.validation import (check_bool, check_choice, check_datetime, check_object, check_optional_text,
+from memory.store.validation import (check_bool, check_choice, check_datetime, check_id, check_object, check_optional_text,
                          check_positive_int, check_text, check_tool_calls)
 
 _INSERT = sql.SQL(
     "INSERT INTO conversational_memory (user_id, thread_id, role, content, tool_call_id, tool_name,"
-    " tool_args, tool_calls, metadata, created_at, embedding)"
+    " tool_args, tool_calls, metadata, created_at, embedding, name)"
     " VALUES (%(user_id)s, %(thread_id)s, %(role)s, %(content)s, %(tool_call_id)s, %(tool_name)s,"
-    " %(tool_args)s, %(tool_calls)s, %(metadata)s, COALESCE(%(created_at)s, clock_timestamp()), %(embedding)s)"
+    " %(tool_args)s, %(tool_calls)s, %(metadata)s, COALESCE(%(created_at)s, clock_timestamp()), %(embedding)s,"
+    " %(name)s)"
     " RETURNING {cols}"
 )
 
@@ -43,10 +44,12 @@ class NewMessage:
     tool_calls: list[dict[str, Any]] | None = None
     metadata: dict[str, Any] | None = None
     created_at: datetime | None = None
+    name: str | None = None  # the speaker's name (OpenAI ``name``), e.g. in a chat with several people
 
 
-def embedding_text(role: str, content: str) -> str:
-    return f"{role}: {content}"
+def embedding_text(role: str, content: str, name: str | None = None) -> str:
+    """What is embedded for a message: its speaker (the name, else the role) and its content."""
+    return f"{name or role}: {content}"
 
 
 class Conversations(Table):
@@ -70,6 +73,8 @@ class Conversations(Table):
                    allow_empty=msg.role in ("assistant", "tool"))
         check_optional_text(msg.tool_call_id, "tool_call_id", max_chars=s.max_id_chars)
         check_optional_text(msg.tool_name, "tool_name", max_chars=s.max_id_chars)
+        if msg.name is not None:  # a speaker's name: like an id, one line and not blank
+            check_id(msg.name, "name", max_chars=s.max_id_chars)
         check_object(msg.tool_args, "tool_args", max_chars=s.max_content_chars)
         check_tool_calls(msg.tool_calls, max_chars=s.max_content_chars)
         check_object(msg.metadata, "metadata", max_chars=s.max_content_chars)
@@ -102,18 +107,22 @@ class Conversations(Table):
         vectors: list[Any] = [None] * len(checked)
         if embed:
             idx = [i for i, m in enumerate(checked) if m.content.strip()]
-            for i, vec in zip(idx, self._embed([embedding_text(checked[i].role, checked[i].content) for i in idx])):
+            for i, vec in zip(idx, self._embed([embedding_text(checked[i].role, checked[i].content, checked[i].name)
+                                                 for i in idx])):
                 vectors[i] = vec
         rows = [
             dict(user_id=uid, thread_id=tid, role=m.role, content=m.content, tool_call_id=m.tool_call_id,
                  tool_name=m.tool_name,
                  tool_args=Jsonb(m.tool_args) if m.tool_args is not None else None,
                  tool_calls=Jsonb(m.tool_calls) if m.tool_calls is not None else None,
-                 metadata=Jsonb(m.metadata or {}), created_at=m.created_at, embedding=vectors[i])
+                 metadata=Jsonb(m.metadata or {}), created_at=m.created_at, embedding=vectors[i], name=m.name)
             for i, m in enumerate(checked)
         ]
         with self.db.connection(uid) as conn:
-            return insert_returning(conn, _INSERT.format(cols=select_list(Message)), rows, Message)
+            written = insert_returning(conn, _INSERT.format(cols=select_list(Message)), rows, Message)
+        if any(m.name for m in checked):
+            self.store.speakers.forget(uid)  # a new speaker is matched by the next search
+        return written
 
     def read_conversational_memory(self, *, user_id: str, thread_id: str, limit: int | None = None) -> list[Message]:
         """The thread's working set: unsummarized messages, oldest first.

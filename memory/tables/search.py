@@ -36,7 +36,7 @@ becomes a hard filter (``time_mode="filter"``). Explicit ``since``/``until`` are
 always filters.
 
 Embeddings of messages written with ``embed=False`` are filled in batches by
-:meth:`SearchMixin.embed_pending_messages`; ``search_memory`` runs it for the user
+:meth:`MemorySearch.embed_pending_messages`; ``search_memory`` runs it for the user
 first, so a deferred row is never missed. A role that may only read (SELECT grants,
 or a read-only transaction on a replica) searches what is there: the backfill is
 skipped from its first refusal on, and the keyword half still finds those rows.
@@ -57,6 +57,7 @@ from memory.retrieval.fusion import fuse_rankings
 from memory.tables.base import TERMS_CTE, Table
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
+from memory.retrieval.speakers import speakers_in
 from memory.retrieval.time_phrases import TimeRange, parse_time_range
 from memory.store.validation import check_number, check_positive_int, check_text
 
@@ -67,22 +68,44 @@ SHAPES = ("auto", "exact", "indexed")
 
 @dataclass(frozen=True)
 class SearchWeights:
-    """How the signals are combined; ``bench/recall.py`` measures the choices."""
+    """How the signals are combined (see the module docstring); fitted on two LoCoMo
+    conversations and checked on the third and on ``bench/recall.py``'s synthetic set."""
 
-    keyword_weight: float = 0.5
-    neighbour_weight: float = 0.5
+    keyword_weight: float = 1.0
+    neighbour_weight: float = 0.5  # keyword window: weight of the two turns before a message
     min_terms: float = 2.0
-    time_boost: float = 0.15
+    time_boost: float = 0.1
+    speaker_weight: float = 0.3  # the message's speaker is named in the query
+    adjacent_weight: float = 0.2  # share of the better adjacent turn's score
+    thread_weight: float = 0.2  # share of the mean score of the thread's best three turns
     fusion: str = "linear"  # or "rrf"
     rrf_k: int = 60
 
 
 DEFAULT_WEIGHTS = SearchWeights()
 
+#: At most this many distinct speaker names of a user are matched against a query.
+MAX_NAMES = 200
+
+
+@dataclass(frozen=True)
+class Covered:
+    """The messages a summary replaced: ids ``first_id``..``last_id`` (``count`` of them)."""
+
+    first_id: int
+    last_id: int
+    count: int
+
 
 @dataclass
 class MemoryHit:
-    """One search result. ``summary_id`` is set on consolidated messages and on summaries."""
+    """One search result, in the ``Hit`` shape: the found row's fields, ``score`` (the value
+    the list is ordered by) and ``signals`` (each signal's own value: ``vector``,
+    ``keyword``, ``speaker``, ``time``, ``neighbour``, ``thread``).
+
+    ``summary_id`` is set on consolidated messages and on summaries; a summary hit's
+    ``covers`` says which messages it replaced.
+    """
 
     kind: str  # "message" | "summary" | "fact"
     id: str  # message id, summary id or fact id (as text)
@@ -96,48 +119,64 @@ class MemoryHit:
     keyword_score: float = 0.0
     in_time_range: bool | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None  # the message's speaker
+    covers: Covered | None = None  # on a summary hit: the messages it replaced
+    signals: dict[str, float] = field(default_factory=dict)
+    prev_id: int | None = field(default=None, repr=False, compare=False)  # the turns around a message
+    next_id: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def message_id(self) -> int | None:
         return int(self.id) if self.kind == "message" else None
 
+    @property
+    def matched_by(self) -> tuple[str, ...]:
+        """The signals that found this row (non-zero ones), strongest first."""
+        return tuple(n for n, v in sorted(self.signals.items(), key=lambda kv: -kv[1]) if v)
+
 
 # One statement per search; every table in it is filtered or joined by user_id, so on
-# Citus it runs on the user's shard. Per kind, ``matched`` are the user's rows (under the filters)
-# whose keyword text (``tsv``, found through its gin index) has any query word; ``tsv_a``
-# is the full-weight part (the message itself, not its neighbours). Every candidate gets
-# both scores; candidates are the top ``pool`` of either signal. This is the exact shape:
-# every matching row is scored, so it is used where a user's rows are few (summaries,
-# facts, and messages up to ``search_exact_max_rows``).
-_EXACT = """
-{p}_total AS (SELECT count(*) AS n FROM {source} WHERE {where}),
-{p}_matched AS (
-    SELECT {key} AS key, {tsv} AS tsv, {tsv_a} AS tsv_a FROM {source}
-    WHERE {where} AND {tsv} @@ (SELECT tq FROM tsq)
-),
-{p}_idf AS (
-    SELECT lex.tq, ln(1 + ((SELECT n FROM {p}_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
-    FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM {p}_matched WHERE {p}_matched.tsv @@ lex.tq) d
-),
-{p}_kw AS (
-    SELECT {p}_matched.key,
-           sum({p}_idf.idf * CASE WHEN {p}_matched.tsv_a @@ {p}_idf.tq THEN 1.0 ELSE %(nw)s END)
-           / nullif(greatest((SELECT sum(idf) FROM {p}_idf),
-                             %(min_terms)s * ln(1 + ((SELECT n FROM {p}_total) + 0.5) / 0.5)), 0) AS ks
-    FROM {p}_matched JOIN {p}_idf ON {p}_matched.tsv @@ {p}_idf.tq GROUP BY {p}_matched.key
-),
-{p}_vec AS (
-    SELECT {key} AS key, 1 - ({alias}.embedding <=> %(qvec)s) AS vs FROM {source}
-    WHERE {where} AND {alias}.embedding IS NOT NULL ORDER BY vs DESC LIMIT %(pool)s
-),
-{p}_cand AS (
-    SELECT key FROM {p}_vec UNION SELECT key FROM (SELECT key FROM {p}_kw ORDER BY ks DESC LIMIT %(pool)s) k
-)"""
+# Citus it runs on the user's shard. Every block is literal SQL with bound parameters.
+# Per kind, ``matched`` are the user's rows (under the filters) whose keyword text
+# (found through its gin index) has any query word; every candidate gets both scores;
+# candidates are the top ``pool`` of either signal. This is the exact shape: every
+# matching row is scored, so it is used where a user's rows are few (summaries, facts,
+# and messages up to ``search_exact_max_rows``).
+_HEAD = TERMS_CTE + ", lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq FROM terms)"
 
-_EXACT_SELECT = """
-SELECT {cols}, coalesce(1 - ({alias}.embedding <=> %(qvec)s), 0) AS vs, coalesce({p}_kw.ks, 0) AS ks
-FROM {source} JOIN {p}_cand ON {p}_cand.key = {key} LEFT JOIN {p}_kw ON {p}_kw.key = {key}
-WHERE {alias}.user_id = %(uid)s"""
+#: The filters of a message row ``m`` (thread, time, expiry).
+_M_WHERE = ("m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(tid)s)"
+            " AND (m.created_at < %(until)s OR %(until)s::timestamptz IS NULL)"
+            " AND (m.created_at >= %(since)s OR %(since)s::timestamptz IS NULL)"
+            " AND (m.expires_at IS NULL OR m.expires_at > now())")
+
+_MSG_EXACT = """,
+me_total AS (
+    SELECT count(*) AS n FROM conversational_memory m
+    JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id WHERE """ + _M_WHERE + """),
+me_matched AS (
+    SELECT m.id AS key, c.context_tsv AS tsv, ts_filter(c.context_tsv, ARRAY['a']::"char"[]) AS tsv_a
+    FROM conversational_memory m JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id
+    WHERE """ + _M_WHERE + """ AND c.context_tsv @@ (SELECT tq FROM tsq)
+),
+me_idf AS (
+    SELECT lex.tq, ln(1 + ((SELECT n FROM me_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
+    FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM me_matched WHERE me_matched.tsv @@ lex.tq) d
+),
+me_kw AS (
+    SELECT me_matched.key,
+           sum(me_idf.idf * CASE WHEN me_matched.tsv_a @@ me_idf.tq THEN 1.0 ELSE %(nw)s END)
+           / nullif(greatest((SELECT sum(idf) FROM me_idf),
+                             %(min_terms)s * ln(1 + ((SELECT n FROM me_total) + 0.5) / 0.5)), 0) AS ks
+    FROM me_matched JOIN me_idf ON me_matched.tsv @@ me_idf.tq GROUP BY me_matched.key
+),
+me_vec AS (
+    SELECT m.id AS key FROM conversational_memory m
+    WHERE """ + _M_WHERE + """ AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qvec)s LIMIT %(pool)s
+),
+me_cand AS (
+    SELECT key FROM me_vec UNION SELECT key FROM (SELECT key FROM me_kw ORDER BY ks DESC LIMIT %(pool)s) k
+)"""
 
 # The indexed shape, for a user with many messages: bounded work whatever the history.
 # * vector: the nearest ``pool`` messages through HNSW (iterative scan keeps the user and
@@ -149,135 +188,211 @@ WHERE {alias}.user_id = %(uid)s"""
 # * those rows are pre-ranked by the summed IDF of the words that brought them, and the
 #   best ``prepool`` of them plus the vector candidates get the keyword score of the
 #   exact shape (same IDF coverage formula over the window), N the user's message count.
-_INDEXED = """
-{p}_n AS (SELECT count(*) AS n FROM conversational_context WHERE user_id = %(uid)s),
-{p}_sample AS (SELECT context_tsv AS tsv FROM conversational_context WHERE user_id = %(uid)s LIMIT %(sample)s),
-{p}_hits AS (
+#   With a thread or time filter (``filtered``) the pre-ranked rows are filtered first.
+_MSG_INDEXED = """,
+mi_n AS (SELECT count(*) AS n FROM conversational_context WHERE user_id = %(uid)s),
+mi_sample AS (SELECT context_tsv AS tsv FROM conversational_context WHERE user_id = %(uid)s LIMIT %(sample)s),
+mi_hits AS (
     SELECT lex.ord, h.message_id FROM lex CROSS JOIN LATERAL (
         SELECT message_id FROM conversational_context
         WHERE user_id = %(uid)s AND context_tsv @@ lex.tq LIMIT %(cap)s) h
 ),
-{p}_idf AS (
-    SELECT lex.ord, lex.tq, ln(1 + ((SELECT n FROM {p}_n) - d.df + 0.5) / (d.df + 0.5)) AS idf
+mi_idf AS (
+    SELECT lex.ord, lex.tq, ln(1 + ((SELECT n FROM mi_n) - d.df + 0.5) / (d.df + 0.5)) AS idf
     FROM lex CROSS JOIN LATERAL (
         SELECT CASE WHEN h.n < %(cap)s THEN h.n::numeric
-                    ELSE greatest(%(cap)s, (SELECT n FROM {p}_n)
-                                  * (SELECT count(*) FROM {p}_sample s WHERE s.tsv @@ lex.tq)::numeric
-                                  / greatest((SELECT count(*) FROM {p}_sample), 1)) END AS df
-        FROM (SELECT count(*) AS n FROM {p}_hits WHERE {p}_hits.ord = lex.ord) h) d
+                    ELSE greatest(%(cap)s, (SELECT n FROM mi_n)
+                                  * (SELECT count(*) FROM mi_sample s WHERE s.tsv @@ lex.tq)::numeric
+                                  / greatest((SELECT count(*) FROM mi_sample), 1)) END AS df
+        FROM (SELECT count(*) AS n FROM mi_hits WHERE mi_hits.ord = lex.ord) h) d
 ),
-{p}_vec AS (
+mi_vec AS (
     SELECT m.id AS key FROM conversational_memory m
-    WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qvec)s LIMIT %(pool)s
+    WHERE """ + _M_WHERE + """ AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qvec)s LIMIT %(pool)s
 ),
-{p}_pre AS (
-    SELECT key FROM {p}_vec UNION SELECT key FROM (
-        SELECT h.message_id AS key FROM {p}_hits h JOIN {p}_idf i ON i.ord = h.ord {pre_filter}
+mi_pre AS (
+    SELECT key FROM mi_vec UNION SELECT key FROM (
+        SELECT h.message_id AS key FROM mi_hits h JOIN mi_idf i ON i.ord = h.ord
+        WHERE NOT %(filtered)s OR EXISTS (
+            SELECT 1 FROM conversational_memory m WHERE m.id = h.message_id AND """ + _M_WHERE + """)
         GROUP BY h.message_id ORDER BY sum(i.idf) DESC LIMIT %(prepool)s) k
 ),
-{p}_kw AS (
+mi_kw AS (
     SELECT c.message_id AS key,
            (SELECT sum(i.idf * CASE WHEN a.tsv_a @@ i.tq THEN 1.0 ELSE %(nw)s END)
-            FROM {p}_idf i WHERE c.context_tsv @@ i.tq)
-           / nullif(greatest((SELECT sum(idf) FROM {p}_idf),
-                             %(min_terms)s * ln(1 + ((SELECT n FROM {p}_n) + 0.5) / 0.5)), 0) AS ks
-    FROM conversational_context c JOIN {p}_pre ON {p}_pre.key = c.message_id AND c.user_id = %(uid)s
+            FROM mi_idf i WHERE c.context_tsv @@ i.tq)
+           / nullif(greatest((SELECT sum(idf) FROM mi_idf),
+                             %(min_terms)s * ln(1 + ((SELECT n FROM mi_n) + 0.5) / 0.5)), 0) AS ks
+    FROM conversational_context c JOIN mi_pre ON mi_pre.key = c.message_id AND c.user_id = %(uid)s
     CROSS JOIN LATERAL (SELECT ts_filter(c.context_tsv, ARRAY['a']::"char"[]) AS tsv_a) a
 ),
-{p}_cand AS (
-    SELECT key FROM {p}_vec
+mi_cand AS (
+    SELECT key FROM mi_vec
     UNION SELECT key FROM (
-        SELECT {p}_kw.key FROM {p}_kw JOIN conversational_memory m ON m.id = {p}_kw.key
-        WHERE {where} AND {p}_kw.ks > 0 ORDER BY {p}_kw.ks DESC LIMIT %(pool)s) k
+        SELECT mi_kw.key FROM mi_kw JOIN conversational_memory m ON m.id = mi_kw.key
+        WHERE """ + _M_WHERE + """ AND mi_kw.ks > 0 ORDER BY mi_kw.ks DESC LIMIT %(pool)s) k
 )"""
 
-#: With a thread or time filter, the pre-ranked keyword rows are filtered first (else the
-#: filter applies to the few hundred pre-ranked ones only, which is cheaper).
-_PRE_FILTER = "JOIN conversational_memory m ON m.id = h.message_id WHERE {where}"
+#: Counts a user's messages up to the switch point (bounded), to pick the exact or indexed shape.
+_SIZE = """,
+m_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM conversational_context
+           WHERE user_id = %(uid)s LIMIT %(switch)s + 1) s)"""
 
-_FILTERS = (" AND ({t0} < %(until)s OR %(until)s::timestamptz IS NULL)"
-            " AND ({t1} >= %(since)s OR %(since)s::timestamptz IS NULL)"
-            " AND ({alias}.expires_at IS NULL OR {alias}.expires_at > now())")
+# Every kind's rows come out with the same columns; a message brings the ids of the
+# turns before and after it in its thread (the thread index), a summary the range of
+# the messages it replaced (the summary index).
+_MSG_COLS = """
+SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
+       m.created_at AS t0, m.created_at AS t1, m.metadata,
+       coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, coalesce(kw.ks, 0) AS ks,
+       prev.id AS prev_id, nxt.id AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
+       coalesce(to_tsvector('simple', %(q)s) @@ phraseto_tsquery('simple', m.name), false) AS spk
+FROM conversational_memory m
+LEFT JOIN LATERAL (SELECT p.id FROM conversational_memory p
+    WHERE p.user_id = m.user_id AND p.thread_id = m.thread_id AND (p.created_at, p.id) < (m.created_at, m.id)
+    ORDER BY p.created_at DESC, p.id DESC LIMIT 1) prev ON true
+LEFT JOIN LATERAL (SELECT q.id FROM conversational_memory q
+    WHERE q.user_id = m.user_id AND q.thread_id = m.thread_id AND (q.created_at, q.id) > (m.created_at, m.id)
+    ORDER BY q.created_at, q.id LIMIT 1) nxt ON true"""
 
-_KIND_SQL = {
-    "messages": dict(
-        source="conversational_memory m JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id",
-        alias="m", key="m.id", tsv="c.context_tsv",
-        tsv_a="ts_filter(c.context_tsv, ARRAY['a']::\"char\"[])",
-        where="m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(tid)s)",
-        t0="m.created_at", t1="m.created_at",
-        cols="'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role,"
-             " m.created_at AS t0, m.created_at AS t1, m.metadata",
-    ),
-    "summaries": dict(
-        source="summary_memory s", alias="s", key="s.summary_id", tsv="s.search_tsv", tsv_a="s.search_tsv",
-        where="s.user_id = %(uid)s AND (%(tid)s::text IS NULL OR s.thread_id = %(tid)s)",
-        t0="coalesce(s.first_message_at, s.created_at)", t1="coalesce(s.last_message_at, s.created_at)",
-        cols="'summary' AS kind, s.summary_id::text AS id, s.description || E'\\n' || s.content AS content,"
-             " coalesce(s.last_message_at, s.created_at) AS created_at, s.thread_id, s.summary_id, NULL AS role,"
-             " coalesce(s.first_message_at, s.created_at) AS t0, coalesce(s.last_message_at, s.created_at) AS t1,"
-             " s.metadata",
-    ),
-    "facts": dict(
-        source="fact_memory f", alias="f", key="f.id", tsv="f.search_tsv", tsv_a="f.search_tsv",
-        # Facts belong to the user, not to a thread: a thread filter leaves them out.
-        where="f.user_id = %(uid)s AND f.valid_to IS NULL AND %(tid)s::text IS NULL",
-        t0="f.valid_from", t1="f.valid_from",
-        cols="'fact' AS kind, f.id::text AS id, f.content, f.valid_from AS created_at, NULL AS thread_id,"
-             " NULL::uuid AS summary_id, f.category AS role, f.valid_from AS t0, f.valid_from AS t1, f.metadata",
-    ),
-}
+_MSG_EXACT_SELECT = _MSG_COLS + """
+JOIN me_cand ON me_cand.key = m.id LEFT JOIN me_kw kw ON kw.key = m.id
+WHERE m.user_id = %(uid)s"""
+
+_MSG_INDEXED_SELECT = _MSG_COLS + """
+JOIN mi_cand ON mi_cand.key = m.id LEFT JOIN mi_kw kw ON kw.key = m.id
+WHERE m.user_id = %(uid)s"""
+
+_S_WHERE = ("s.user_id = %(uid)s AND (%(tid)s::text IS NULL OR s.thread_id = %(tid)s)"
+            " AND (coalesce(s.first_message_at, s.created_at) < %(until)s OR %(until)s::timestamptz IS NULL)"
+            " AND (coalesce(s.last_message_at, s.created_at) >= %(since)s OR %(since)s::timestamptz IS NULL)"
+            " AND (s.expires_at IS NULL OR s.expires_at > now())")
+
+_SUMMARIES = """,
+s_total AS (SELECT count(*) AS n FROM summary_memory s WHERE """ + _S_WHERE + """),
+s_matched AS (
+    SELECT s.summary_id AS key, s.search_tsv AS tsv FROM summary_memory s
+    WHERE """ + _S_WHERE + """ AND s.search_tsv @@ (SELECT tq FROM tsq)
+),
+s_idf AS (
+    SELECT lex.tq, ln(1 + ((SELECT n FROM s_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
+    FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM s_matched WHERE s_matched.tsv @@ lex.tq) d
+),
+s_kw AS (
+    SELECT s_matched.key, sum(s_idf.idf)
+           / nullif(greatest((SELECT sum(idf) FROM s_idf),
+                             %(min_terms)s * ln(1 + ((SELECT n FROM s_total) + 0.5) / 0.5)), 0) AS ks
+    FROM s_matched JOIN s_idf ON s_matched.tsv @@ s_idf.tq GROUP BY s_matched.key
+),
+s_vec AS (
+    SELECT s.summary_id AS key FROM summary_memory s
+    WHERE """ + _S_WHERE + """ AND s.embedding IS NOT NULL ORDER BY s.embedding <=> %(qvec)s LIMIT %(pool)s
+),
+s_cand AS (
+    SELECT key FROM s_vec UNION SELECT key FROM (SELECT key FROM s_kw ORDER BY ks DESC LIMIT %(pool)s) k
+)"""
+
+_SUMMARIES_SELECT = """
+SELECT 'summary' AS kind, s.summary_id::text AS id, s.description || E'\\n' || s.content AS content,
+       coalesce(s.last_message_at, s.created_at) AS created_at, s.thread_id, s.summary_id, NULL AS role,
+       NULL AS name, coalesce(s.first_message_at, s.created_at) AS t0, coalesce(s.last_message_at, s.created_at) AS t1,
+       s.metadata, coalesce(1 - (s.embedding <=> %(qvec)s), 0) AS vs, coalesce(s_kw.ks, 0) AS ks,
+       NULL::bigint AS prev_id, NULL::bigint AS next_id, cov.first_id, cov.last_id, cov.n AS n_covered, false AS spk
+FROM summary_memory s JOIN s_cand ON s_cand.key = s.summary_id LEFT JOIN s_kw ON s_kw.key = s.summary_id
+LEFT JOIN LATERAL (SELECT min(c.id) AS first_id, max(c.id) AS last_id, count(*) AS n FROM conversational_memory c
+    WHERE c.user_id = s.user_id AND c.summary_id = s.summary_id) cov ON true
+WHERE s.user_id = %(uid)s"""
+
+# Facts belong to the user, not to a thread: a thread filter leaves them out.
+_F_WHERE = ("f.user_id = %(uid)s AND f.valid_to IS NULL AND %(tid)s::text IS NULL"
+            " AND (f.valid_from < %(until)s OR %(until)s::timestamptz IS NULL)"
+            " AND (f.valid_from >= %(since)s OR %(since)s::timestamptz IS NULL)"
+            " AND (f.expires_at IS NULL OR f.expires_at > now())")
+
+_FACTS = """,
+f_total AS (SELECT count(*) AS n FROM fact_memory f WHERE """ + _F_WHERE + """),
+f_matched AS (
+    SELECT f.id AS key, f.search_tsv AS tsv FROM fact_memory f WHERE """ + _F_WHERE + """ AND f.search_tsv @@ (SELECT tq FROM tsq)
+),
+f_idf AS (
+    SELECT lex.tq, ln(1 + ((SELECT n FROM f_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
+    FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM f_matched WHERE f_matched.tsv @@ lex.tq) d
+),
+f_kw AS (
+    SELECT f_matched.key, sum(f_idf.idf)
+           / nullif(greatest((SELECT sum(idf) FROM f_idf),
+                             %(min_terms)s * ln(1 + ((SELECT n FROM f_total) + 0.5) / 0.5)), 0) AS ks
+    FROM f_matched JOIN f_idf ON f_matched.tsv @@ f_idf.tq GROUP BY f_matched.key
+),
+f_vec AS (
+    SELECT f.id AS key FROM fact_memory f
+    WHERE """ + _F_WHERE + """ AND f.embedding IS NOT NULL ORDER BY f.embedding <=> %(qvec)s LIMIT %(pool)s
+),
+f_cand AS (
+    SELECT key FROM f_vec UNION SELECT key FROM (SELECT key FROM f_kw ORDER BY ks DESC LIMIT %(pool)s) k
+)"""
+
+_FACTS_SELECT = """
+SELECT 'fact' AS kind, f.id::text AS id, f.content, f.valid_from AS created_at, NULL AS thread_id,
+       NULL::uuid AS summary_id, f.category AS role, NULL AS name, f.valid_from AS t0, f.valid_from AS t1, f.metadata,
+       coalesce(1 - (f.embedding <=> %(qvec)s), 0) AS vs, coalesce(f_kw.ks, 0) AS ks,
+       NULL::bigint AS prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
+       NULL::bigint AS n_covered, false AS spk
+FROM fact_memory f JOIN f_cand ON f_cand.key = f.id LEFT JOIN f_kw ON f_kw.key = f.id
+WHERE f.user_id = %(uid)s"""
 
 # A last row says that some of the user's messages still wait for their embedding, so
 # the search embeds them and runs again (the common case stays one statement).
-_PENDING_ROW = ("SELECT 'pending', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text,"
-            " NULL::timestamptz, NULL::timestamptz, NULL::jsonb, 0::float8, 0::float8"
-            " WHERE EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s"
-            " AND embedding IS NULL AND content <> '')")
+_PENDING_ROW = """
+SELECT 'pending', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,
+       NULL::timestamptz, NULL::timestamptz, NULL::jsonb, 0::float8, 0::float8,
+       NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false
+WHERE EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> '')"""
 
-#: Counts a user's messages up to the switch point (bounded), to pick the exact or indexed shape.
-_SIZE = ("m_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM conversational_context"
-         " WHERE user_id = %(uid)s LIMIT %(switch)s + 1) s)")
-
-
-def _parts(kind: str) -> dict[str, str]:
-    parts = dict(_KIND_SQL[kind])
-    parts["where"] = ("(" + parts["where"] + ")"
-                      + _FILTERS.format(t0=parts["t0"], t1=parts["t1"], alias=parts["alias"]))
-    return parts
+_UNION = "\nUNION ALL"
 
 
-def _search_statement(kinds: tuple[str, ...], shape: str = "auto", filtered: bool = False) -> sql.SQL:
-    """The one statement of a search over ``kinds``; ``shape`` exact / indexed / auto (switch)."""
-    ctes = [TERMS_CTE, "lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq FROM terms)"]
+def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
+    """The one statement of a search over ``kinds``; ``shape`` exact / indexed / auto (switch).
+
+    Assembled from the literal blocks above (no text is formatted into them).
+    """
+    ctes = [_HEAD]
     selects = []
-    for kind in kinds:
-        parts = _parts(kind)
-        if kind != "messages":
-            ctes.append(_EXACT.format(p=kind[0], **parts))
-            selects.append(_EXACT_SELECT.format(p=kind[0], **parts))
-            continue
-        exact_sel = _EXACT_SELECT.format(p="me", **parts)
-        indexed_sel = _EXACT_SELECT.format(p="mi", **parts)
+    if "messages" in kinds:
         if shape in ("exact", "auto"):
-            ctes.append(_EXACT.format(p="me", **parts))
+            ctes.append(_MSG_EXACT)
         if shape in ("indexed", "auto"):
-            pre_filter = _PRE_FILTER.format(where=parts["where"]) if filtered else ""
-            ctes.append(_INDEXED.format(p="mi", pre_filter=pre_filter, **parts))
+            ctes.append(_MSG_INDEXED)
         if shape == "auto":
             ctes.append(_SIZE)
-            selects.append(exact_sel + " AND (SELECT n FROM m_size) <= %(switch)s")
-            selects.append(indexed_sel + " AND (SELECT n FROM m_size) > %(switch)s")
+            selects.append(_MSG_EXACT_SELECT + " AND (SELECT n FROM m_size) <= %(switch)s")
+            selects.append(_MSG_INDEXED_SELECT + " AND (SELECT n FROM m_size) > %(switch)s")
         else:
-            selects.append(exact_sel if shape == "exact" else indexed_sel)
+            selects.append(_MSG_EXACT_SELECT if shape == "exact" else _MSG_INDEXED_SELECT)
+    if "summaries" in kinds:
+        ctes.append(_SUMMARIES)
+        selects.append(_SUMMARIES_SELECT)
+    if "facts" in kinds:
+        ctes.append(_FACTS)
+        selects.append(_FACTS_SELECT)
     if "messages" in kinds:
         selects.append(_PENDING_ROW)
-    text = "WITH " + ",\n".join(ctes) + "\n" + "\nUNION ALL\n".join(selects)
-    return sql.SQL(text)  # type: ignore[arg-type]  # built from the constants above; values are bound
+    return sql.SQL("WITH " + "".join(ctes) + _UNION.join(selects))  # type: ignore[arg-type]  # literal blocks
 
+
+#: The distinct speaker names of one user, by a loose scan of the names index (one
+#: probe per distinct name, however many messages).
+_NAMES = """
+WITH RECURSIVE n AS (
+    (SELECT name FROM conversational_memory WHERE user_id = %(uid)s AND name IS NOT NULL ORDER BY name LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.name FROM conversational_memory c WHERE c.user_id = %(uid)s AND c.name > n.name
+            ORDER BY c.name LIMIT 1) FROM n WHERE n.name IS NOT NULL
+) SELECT name FROM n WHERE name IS NOT NULL LIMIT %(max)s"""
 
 _PENDING = sql.SQL(
-    "SELECT user_id, id, role, content FROM conversational_memory"
+    "SELECT user_id, id, role, content, name FROM conversational_memory"
     " WHERE embedding IS NULL AND content <> ''{user} ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED")
 _USER_FILTER = sql.SQL(" AND user_id = %(uid)s")
 
@@ -312,7 +427,36 @@ class MemorySearch(Table):
         ``shape`` is for benchmarks: "exact" or "indexed" forces one execution shape for
         messages; "auto" (the default) picks by the user's message count.
         """
-        query = self._query(query)
+        return self.search_memory_many(
+            [query], user_id=user_id, k=k, scope=scope, thread_id=thread_id, since=since, until=until, now=now,
+            time_mode=time_mode, min_score=min_score, method=method, weights=weights, shape=shape)[0]
+
+    def search_memory_many(
+        self,
+        queries: Sequence[str],
+        *,
+        user_id: str,
+        k: int = 10,
+        scope: str | Iterable[str] | None = None,
+        thread_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        now: datetime | None = None,
+        time_mode: str = "boost",
+        min_score: float | None = None,
+        method: str = "hybrid",
+        weights: SearchWeights | None = None,
+        shape: str = "auto",
+    ) -> list[list[MemoryHit]]:
+        """:meth:`search_memory` for several queries of one user: one list of hits per query.
+
+        The queries are embedded in one batch and searched on one connection.
+        """
+        if isinstance(queries, (str, bytes)) or not isinstance(queries, Sequence):
+            raise InvalidInputError("queries must be a list of query strings")
+        if len(queries) > self.settings.max_batch:
+            raise InvalidInputError(f"at most {self.settings.max_batch} queries per call")
+        texts = [self._query(q) for q in queries]
         uid = self._uid(user_id)
         tid = self._tid(thread_id) if thread_id is not None else None
         k = self._k(k)
@@ -333,35 +477,56 @@ class MemorySearch(Table):
             raise InvalidInputError("fusion must be 'linear' or 'rrf'")
         if shape not in SHAPES:
             raise InvalidInputError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
+        if not texts:
+            return []
 
-        span = parse_time_range(query, now) if time_mode != "off" else None
-        text = span.strip(query) if span and span.strip(query) else query
-        lo, hi = _aware(since), _aware(until)
-        if span is not None and time_mode == "filter":
-            lo = max(lo, span.start) if lo else span.start
-            hi = min(hi, span.end) if hi else span.end
-
-        qvec = self._embed([text])[0]
+        names = self._speaker_names(uid) if "messages" in kinds else []
+        plans = []
+        for query in texts:
+            span = parse_time_range(query, now) if time_mode != "off" else None
+            text = span.strip(query) if span and span.strip(query) else query
+            lo, hi = _aware(since), _aware(until)
+            if span is not None and time_mode == "filter":
+                lo = max(lo, span.start) if lo else span.start
+                hi = min(hi, span.end) if hi else span.end
+            named, semantic = speakers_in(text, names)
+            plans.append((span, text, lo, hi, named, semantic))
+        vectors = self._embed([p[5] for p in plans])
         s = self.settings
         pool = max(4 * k, 50)
-        params = dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, prepool=4 * pool,
-                      nw=w.neighbour_weight, min_terms=w.min_terms, q=text, max_terms=s.search_max_terms,
-                      cap=s.search_term_candidates, sample=s.search_sample_rows, switch=s.search_exact_max_rows)
-        stmt = _search_statement(kinds, shape, filtered=tid is not None or lo is not None or hi is not None)
-        for attempt in range(2):
-            with self.db.connection(uid) as conn, conn.cursor(row_factory=dict_row) as cur:
-                self._search_settings(conn)
-                rows = cur.execute(stmt, params).fetchall()
-            if attempt == 0 and rows and rows[-1]["kind"] == "pending":
-                # Messages written with embed=False: embed them, then search again.
-                self.embed_pending_messages(user_id=uid)
-                continue
-            break
-        hits = [_hit(row, span) for row in rows if row["kind"] != "pending"]
-        ranked = _rank(hits, method, w)
-        if min_score is not None:
-            ranked = [h for h in ranked if h.score >= min_score]
-        return ranked[:k]
+        stmt = _search_statement(kinds, shape)
+        params = [dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, prepool=4 * pool,
+                       nw=w.neighbour_weight, min_terms=w.min_terms, q=text, max_terms=s.search_max_terms,
+                       cap=s.search_term_candidates, sample=s.search_sample_rows, switch=s.search_exact_max_rows,
+                       filtered=tid is not None or lo is not None or hi is not None)
+                  for (_, text, lo, hi, _, _), qvec in zip(plans, vectors)]
+        rows = self._run_search(stmt, params)
+        if rows[0] and rows[0][-1]["kind"] == "pending":
+            # Messages written with embed=False: embed them, then search again.
+            self.embed_pending_messages(user_id=uid)
+            rows = self._run_search(stmt, params)
+        results: list[list[MemoryHit]] = []
+        for (span, *_), found in zip(plans, rows):
+            hits = [_hit(row, span) for row in found if row["kind"] != "pending"]
+            ranked = _rank(hits, method, w)
+            if min_score is not None:
+                ranked = [h for h in ranked if h.score >= min_score]
+            results.append(ranked[:k])
+        return results
+
+    def _run_search(self, stmt: sql.SQL, params: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        with self.db.connection(params[0]["uid"]) as conn, conn.cursor(row_factory=dict_row) as cur:
+            self._search_settings(conn)
+            return [cur.execute(stmt, p).fetchall() for p in params]
+
+    def _speaker_names(self, uid: str) -> list[str]:
+        """The user's distinct speaker names (``name`` of their messages), at most ``MAX_NAMES``
+        (cached for a while: :class:`memory.retrieval.speakers.SpeakerNames`)."""
+        def load() -> list[str]:
+            with self.db.connection(uid) as conn:
+                return [r[0] for r in conn.execute(_NAMES, dict(uid=uid, max=MAX_NAMES)).fetchall()]
+
+        return self.store.speakers.get(uid, load)
 
     _backfill_refused = False
 
@@ -386,10 +551,10 @@ class MemorySearch(Table):
                                         dict(uid=uid, n=size)).fetchall()
                     if not rows:
                         break
-                    vectors = self._embed([embedding_text(role, content) for _, _, role, content in rows])
+                    vectors = self._embed([embedding_text(role, content, name) for _, _, role, content, name in rows])
                     with conn.cursor() as cur:
                         cur.executemany("UPDATE conversational_memory SET embedding = %s WHERE user_id = %s AND id = %s",
-                                        [(vec, ruid, rid) for (ruid, rid, _, _), vec in zip(rows, vectors)])
+                                        [(vec, ruid, rid) for (ruid, rid, _, _, _), vec in zip(rows, vectors)])
             except (AccessDeniedError, psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
                 # A role with only SELECT (or a read-only replica) may not fill embeddings in:
                 # it reads what is there, and stops asking.
@@ -421,20 +586,35 @@ def _hit(row: dict[str, Any], span: TimeRange | None) -> MemoryHit:
     in_range = None
     if span is not None:
         in_range = bool(row["t0"] < span.end and row["t1"] >= span.start)
+    covers = None
+    if row["n_covered"]:
+        covers = Covered(int(row["first_id"]), int(row["last_id"]), int(row["n_covered"]))
+    vs, ks = float(row["vs"]), float(row["ks"])
+    spoke = 1.0 if row["spk"] else 0.0
     return MemoryHit(
         kind=row["kind"], id=row["id"], content=row["content"], score=0.0, created_at=row["created_at"],
         thread_id=row["thread_id"], summary_id=row["summary_id"], role=row["role"],
-        vector_score=float(row["vs"]), keyword_score=float(row["ks"]), in_time_range=in_range,
-        metadata=row["metadata"] or {},
+        vector_score=vs, keyword_score=ks, in_time_range=in_range,
+        metadata=row["metadata"] or {}, name=row["name"], covers=covers,
+        signals=dict(vector=vs, keyword=ks, speaker=spoke, time=1.0 if in_range else 0.0),
+        prev_id=row["prev_id"], next_id=row["next_id"],
     )
 
 
 def _rank(hits: Sequence[MemoryHit], method: str, w: SearchWeights) -> list[MemoryHit]:
-    """Order hits by the chosen method; ``score`` is the fused score."""
+    """Order hits by the chosen method; ``score`` is the fused score, ``signals`` its parts.
+
+    Hybrid (linear): each hit's own score is ``vector + keyword_weight * keyword +
+    speaker_weight * speaker + time_boost * time``; a message then gains
+    ``adjacent_weight`` times the better own score of the turns just before and after it
+    (when they are candidates too: evidence often spans two turns, "did you go?" /
+    "yes, on Sunday"), and ``thread_weight`` times the mean own score of its thread's
+    best three candidates (a thread that is about the question lifts its turns).
+    """
     def time_bonus(h: MemoryHit) -> float:
         return w.time_boost if h.in_time_range else 0.0
 
-    out = [replace(h) for h in hits]
+    out = [replace(h, signals=dict(h.signals)) for h in hits]
     if method == "vector":
         for h in out:
             h.score = h.vector_score + time_bonus(h)
@@ -443,8 +623,25 @@ def _rank(hits: Sequence[MemoryHit], method: str, w: SearchWeights) -> list[Memo
             h.score = h.keyword_score + time_bonus(h)
         out = [h for h in out if h.keyword_score > 0]
     elif w.fusion == "linear":
+        own = {}
         for h in out:
-            h.score = h.vector_score + w.keyword_weight * h.keyword_score + time_bonus(h)
+            own[(h.kind, h.id)] = (h.vector_score + w.keyword_weight * h.keyword_score
+                                   + w.speaker_weight * h.signals.get("speaker", 0.0) + time_bonus(h))
+        best: dict[str, list[float]] = {}
+        for h in out:
+            if h.kind == "message" and h.thread_id is not None:
+                best.setdefault(h.thread_id, []).append(own[(h.kind, h.id)])
+        thread_mean = {t: sum(sorted(v, reverse=True)[:3]) / min(len(v), 3) for t, v in best.items()}
+        for h in out:
+            score = own[(h.kind, h.id)]
+            if h.kind == "message":
+                around = [own[("message", str(i))] for i in (h.prev_id, h.next_id)
+                          if i is not None and ("message", str(i)) in own]
+                neighbour = w.adjacent_weight * max(around, default=0.0)
+                thread = w.thread_weight * thread_mean.get(h.thread_id or "", 0.0)
+                h.signals.update(neighbour=neighbour, thread=thread)
+                score += neighbour + thread
+            h.score = score
     else:
         by_key = {(h.kind, h.id): h for h in out}
         vec = sorted(by_key, key=lambda key: -by_key[key].vector_score)

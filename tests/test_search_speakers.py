@@ -1,0 +1,132 @@
+"""Speaker names, neighbouring turns, summary coverage and the batch form of search_memory.
+
+Hash embedder (fixture ``mm``): what is pinned here is how the signals combine, not
+how well MiniLM paraphrases.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+
+from memory import InvalidInputError, MemoryManager
+from memory.agent.search_tool import format_hits
+from memory.context.render import format_conversation
+from memory.retrieval.speakers import speakers_in
+from memory.tables.search import Covered
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
+FILLER = ["Can you help me format a table in markdown?", "Use pipes between columns and a dashed line.",
+          "What is a good stretch after running?", "A standing quad stretch works well."]
+
+
+def write(mm: MemoryManager, user: str, thread: str, turns: list[tuple[str | None, str]],
+          start: datetime = NOW - timedelta(days=3)) -> list[int]:
+    msgs = [dict(role="user", content=text, created_at=start + timedelta(minutes=i), **({"name": name} if name else {}))
+            for i, (name, text) in enumerate(turns)]
+    return [m.id for m in mm.write_messages(user_id=user, thread_id=thread, messages=msgs)]
+
+
+def test_a_message_keeps_its_speakers_name_and_renders_it(mm: MemoryManager, user: str, thread: str) -> None:
+    m = mm.write_conversational_memory(user_id=user, thread_id=thread, role="user", content="I adopted a cat.",
+                                       name="Ann")
+    assert m.name == "Ann"
+    [read] = mm.read_conversational_memory(thread_id=thread, user_id=user)
+    assert read.name == "Ann" and read.content == "I adopted a cat."
+    assert "Ann (user): I adopted a cat." in format_conversation([read])
+
+
+@pytest.mark.parametrize("name", ["", "   ", "Ann\nLee", 42])
+def test_a_bad_name_is_rejected_and_nothing_written(mm: MemoryManager, user: str, thread: str, name: object) -> None:
+    with pytest.raises(InvalidInputError, match="name"):
+        mm.write_messages(user_id=user, thread_id=thread, messages=[
+            dict(role="user", content="first"), dict(role="user", content="second", name=name)])
+    assert mm.read_thread(thread_id=thread, user_id=user) == []
+
+
+def test_the_speaker_named_in_the_question_comes_first(mm: MemoryManager, user: str, thread: str) -> None:
+    """Two people said the same thing: the question about one of them finds that one's turn."""
+    ids = write(mm, user, thread, [(None, FILLER[0]), ("Bob", "I went swimming with the kids."),
+                                   (None, FILLER[1]), ("Ann", "I went swimming with the kids."),
+                                   (None, FILLER[2])])
+    for q in ("What does Ann do with the kids?", "what does ann's family do for fun"):
+        hits = mm.search_memory(query=q, user_id=user, k=5, scope="messages")
+        assert hits[0].message_id == ids[3], q
+        assert hits[0].signals["speaker"] == 1.0 and hits[0].name == "Ann"
+        bob = next(h for h in hits if h.message_id == ids[1])
+        assert bob.signals["speaker"] == 0.0 and bob.score < hits[0].score
+    # The name is keyword text of the message too.
+    found = mm.search_memory(query="Bob", user_id=user, k=5, scope="messages", method="keyword")
+    assert found and found[0].message_id == ids[1]
+
+
+def test_a_name_is_matched_as_a_word_and_left_out_of_the_embedded_query() -> None:
+    assert speakers_in("What did Melanie's kids paint?", ["Melanie", "Mel"]) == (
+        frozenset({"melanie"}), "What did someone kids paint?")
+    assert speakers_in("Did Annabel call?", ["Ann"]) == (frozenset(), "Did Annabel call?")
+    assert speakers_in("Ask ann lee and Ann", ["Ann", "Ann Lee"]) == (
+        frozenset({"ann", "ann lee"}), "Ask someone and someone")
+
+
+def test_a_new_speaker_is_matched_right_after_it_is_written(mm: MemoryManager, user: str, thread: str) -> None:
+    write(mm, user, thread, [("Ann", "Hello there.")])
+    mm.search_memory(query="hello", user_id=user)  # the user's names are now known to the search
+    ids = write(mm, user, thread, [("Zoe", "Hello there.")], start=NOW - timedelta(days=1))
+    hits = mm.search_memory(query="what did Zoe say", user_id=user, scope="messages")
+    assert hits[0].message_id == ids[0] and hits[0].signals["speaker"] == 1.0
+
+
+def test_the_turn_before_an_answer_is_lifted_by_it(mm: MemoryManager, user: str, thread: str) -> None:
+    """Evidence often spans two turns; the one without the query's words gains from its neighbour."""
+    ids = write(mm, user, thread, [(None, FILLER[0]), (None, FILLER[1]), ("Ann", "Guess what I finally found!"),
+                                   ("Ann", "An Olympus film camera at the flea market."),
+                                   (None, FILLER[2]), (None, FILLER[3])])
+    hits = mm.search_memory(query="olympus film camera flea market", user_id=user, k=6, scope="messages")
+    by_id = {h.message_id: h for h in hits}
+    assert hits[0].message_id == ids[3]
+    assert by_id[ids[2]].signals["neighbour"] > 0
+    # (the turns after the answer hold it in their keyword window; the ones before do not)
+    assert all(by_id[ids[2]].score > by_id[i].score for i in (ids[0], ids[1]) if i in by_id)
+    # Without the neighbour share the lift is gone (the signal is what ranks it).
+    from memory.tables.search import SearchWeights
+    flat = mm.search_memory(query="olympus film camera flea market", user_id=user, k=6, scope="messages",
+                            weights=SearchWeights(adjacent_weight=0.0))
+    lifted = next(h for h in flat if h.message_id == ids[2])
+    assert lifted.signals["neighbour"] == 0.0
+    assert lifted.score == pytest.approx(by_id[ids[2]].score - by_id[ids[2]].signals["neighbour"])
+
+
+def test_a_summary_hit_says_which_messages_it_replaced_and_its_id_is_written_once(
+        mm: MemoryManager, user: str, thread: str, sql_conn: psycopg.Connection) -> None:
+    ids = write(mm, user, thread, [("Ann", "The release train leaves every second Thursday."),
+                                   ("Bob", "The release train needs a sign-off from QA."),
+                                   (None, FILLER[0])])
+    summary = mm.write_summary("Release train cadence and sign-off",
+                               "The release train leaves every second Thursday after QA sign-off.", user_id=user,
+                               thread_id=thread, source_count=2)
+    sql_conn.execute("UPDATE conversational_memory SET summary_id = %s WHERE user_id = %s AND id = ANY(%s)",
+                     (summary.summary_id, user, ids[:2]))
+    hits = mm.search_memory(query="when does the release train leave", user_id=user, k=5)
+    s = next(h for h in hits if h.kind == "summary")
+    assert s.covers == Covered(first_id=ids[0], last_id=ids[1], count=2)
+    text = format_hits(hits)
+    assert text.count(str(summary.summary_id)) == 1, text
+    assert f"replaces 2 messages, ids {ids[0]}-{ids[1]}" in text
+    tagged = [line for line in text.splitlines() if "[S1" in line]
+    assert len(tagged) == 3, text  # the summary and both of its messages
+
+
+def test_search_memory_many_answers_each_query_as_search_memory_does(mm: MemoryManager, user: str,
+                                                                     thread: str) -> None:
+    write(mm, user, thread, [("Ann", "My sister Hannah moved to Lisbon."), (None, FILLER[0]),
+                             ("Bob", "Our cat Miso only eats salmon."), (None, FILLER[2])])
+    queries = ["where did Hannah move", "what does Miso eat", "what did Bob say about the cat"]
+    many = mm.search_memory_many(queries, user_id=user, k=3)
+    assert many == [mm.search_memory(query=q, user_id=user, k=3) for q in queries]
+    assert mm.search_memory_many([], user_id=user) == []
+    with pytest.raises(InvalidInputError):
+        mm.search_memory_many("one query", user_id=user)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        mm.search_memory_many(["ok", ""], user_id=user)
