@@ -157,6 +157,9 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
     }
     for w in (0.25, 0.5, 1.0, 2.0):
         variants[f"linear kw={w}"] = ("hybrid", replace(DEFAULT_WEIGHTS, fusion="linear", keyword_weight=w))
+    variants["without adjacent turns"] = ("hybrid", replace(DEFAULT_WEIGHTS, adjacent_weight=0.0))
+    variants["without thread"] = ("hybrid", replace(DEFAULT_WEIGHTS, thread_weight=0.0))
+    variants["message alone (neither)"] = ("hybrid", replace(DEFAULT_WEIGHTS, adjacent_weight=0.0, thread_weight=0.0))
     for rk in (60, 10, 1):
         variants[f"rrf k={rk}"] = ("hybrid", replace(DEFAULT_WEIGHTS, fusion="rrf", rrf_k=rk, keyword_weight=1.0))
     rows = []

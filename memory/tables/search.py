@@ -249,10 +249,10 @@ SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id
        coalesce(to_tsvector('simple', %(q)s) @@ phraseto_tsquery('simple', m.name), false) AS spk
 FROM conversational_memory m
 LEFT JOIN LATERAL (SELECT p.id FROM conversational_memory p
-    WHERE p.user_id = m.user_id AND p.thread_id = m.thread_id AND (p.created_at, p.id) < (m.created_at, m.id)
+    WHERE p.user_id = %(uid)s AND p.thread_id = m.thread_id AND (p.created_at, p.id) < (m.created_at, m.id)
     ORDER BY p.created_at DESC, p.id DESC LIMIT 1) prev ON true
 LEFT JOIN LATERAL (SELECT q.id FROM conversational_memory q
-    WHERE q.user_id = m.user_id AND q.thread_id = m.thread_id AND (q.created_at, q.id) > (m.created_at, m.id)
+    WHERE q.user_id = %(uid)s AND q.thread_id = m.thread_id AND (q.created_at, q.id) > (m.created_at, m.id)
     ORDER BY q.created_at, q.id LIMIT 1) nxt ON true"""
 
 _MSG_EXACT_SELECT = _MSG_COLS + """
@@ -300,7 +300,7 @@ SELECT 'summary' AS kind, s.summary_id::text AS id, s.description || E'\\n' || s
        NULL::bigint AS prev_id, NULL::bigint AS next_id, cov.first_id, cov.last_id, cov.n AS n_covered, false AS spk
 FROM summary_memory s JOIN s_cand ON s_cand.key = s.summary_id LEFT JOIN s_kw ON s_kw.key = s.summary_id
 LEFT JOIN LATERAL (SELECT min(c.id) AS first_id, max(c.id) AS last_id, count(*) AS n FROM conversational_memory c
-    WHERE c.user_id = s.user_id AND c.summary_id = s.summary_id) cov ON true
+    WHERE c.user_id = %(uid)s AND c.summary_id = s.summary_id) cov ON true
 WHERE s.user_id = %(uid)s"""
 
 # Facts belong to the user, not to a thread: a thread filter leaves them out.
