@@ -16,6 +16,12 @@ def populate(mm: MemoryManager, user: str, thread: str, marker: str) -> dict[str
         {"role": "assistant", "content": f"Your order {marker} has shipped."},
         {"role": "user", "content": f"thanks {marker}"},
     ], user_id=user, thread_id=thread)
+    with mm.db.connection(user) as conn:  # a LangGraph store item (memory.integrations.langgraph_store) and its vector
+        conn.execute("INSERT INTO store_memory (user_id, namespace, key, value) VALUES (%s, ARRAY[%s, 'notes'], 'note',"
+                     " jsonb_build_object('text', %s::text))", (user, user, f"{marker} likes tea"))
+        conn.execute("INSERT INTO store_vectors (user_id, namespace, key, field_path, embedding)"
+                     " VALUES (%s, ARRAY[%s, 'notes'], 'note', 'text', %s)",
+                     (user, user, mm.embeddings.embed([f"{marker} likes tea"])[0]))
     consolidated = mm.summarize_conversation(thread_id=thread, user_id=user, keep_recent=1)
     assert consolidated.summary is not None
     return {

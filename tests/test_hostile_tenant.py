@@ -36,7 +36,13 @@ USER_TABLES: dict[str, tuple[str, str, str]] = {
     "entity_memory": ("name", "'planted'", "description"),
     "tool_log": ("tool_name, status", "'planted', 'ok'", "output"),
     "conversational_context": ("message_id, context_tsv", "%(free_message)s, to_tsvector('planted')", "context_tsv"),
+    "store_memory": ("namespace, key, value", "ARRAY['planted'], 'planted', to_jsonb('planted'::text)", "value"),
+    "store_vectors": ("namespace, key, field_path, embedding",
+                      "ARRAY[%(me)s, 'notes'], 'note', 'planted', (SELECT embedding FROM store_vectors LIMIT 1)",
+                      "field_path"),
 }
+#: The value an UPDATE sets, where the plain text 'planted' is not of the column's type.
+UPDATE_VALUES = {"conversational_context": "to_tsvector('planted')", "store_memory": "to_jsonb('planted'::text)"}
 SHARED_TABLES = {"toolbox_memory": "description", "shared_workflow_memory": "description"}
 BOOKKEEPING = {"schema_migrations": "name", "agentmem_meta": "value", "agentmem_tables": "kind"}
 VIEWS = ("consolidation_status", "summary_lineage", "table_sizes", "memory_growth", "fact_history")
@@ -143,7 +149,7 @@ def test_user_table_insert(table, as_user, expected, world, mallory):
 def test_user_table_update(table, case, expected, world, mallory):
     column = sql.Identifier(USER_TABLES[table][2])
     p = params_for(mallory, world)
-    value = sql.SQL("to_tsvector('planted')") if table == "conversational_context" else sql.SQL("'planted'")
+    value = sql.SQL(UPDATE_VALUES.get(table, "'planted'"))
     stmt = {
         "edit own rows": sql.SQL("UPDATE {t} SET {c} = {v} WHERE user_id = %(me)s"),
         "edit Alice's rows": sql.SQL("UPDATE {t} SET {c} = {v} WHERE user_id = %(alice)s"),

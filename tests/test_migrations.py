@@ -13,7 +13,7 @@ from memory.errors import DimensionMismatchError, VectorExtensionMissingError
 
 TABLES = {
     "conversational_memory", "summary_memory", "workflow_memory", "fact_memory", "knowledge_memory",
-    "entity_memory", "toolbox_memory", "tool_log", "shared_workflow_memory",
+    "entity_memory", "toolbox_memory", "tool_log", "shared_workflow_memory", "store_memory", "store_vectors",
 }
 
 
@@ -62,7 +62,7 @@ def test_migrate_empty_schema_creates_every_table_and_index(pg_uri, fresh_schema
         emb_tables = {r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.columns WHERE table_schema = %s AND column_name = 'embedding'",
             (fresh_schema,))}
-        assert emb_tables == TABLES - {"tool_log"}
+        assert emb_tables == TABLES - {"tool_log", "store_memory"}
         for table in emb_tables:
             assert any(f"ON {fresh_schema}.{table} USING hnsw (embedding vector_cosine_ops)" in d
                        for d in idx.values()), table

@@ -18,6 +18,7 @@ import pytest
 
 from fix_partitioned import MODULUS, partition_by_user, recording_manager, remainder_of
 from memory import MemoryAgent
+from memory.integrations.langgraph_store import AgentMemStore
 from memory.store.distribution import check_schema
 
 
@@ -83,6 +84,13 @@ def _session(mm, user: str, thread: str) -> None:
     assert again.summarized
     mm.forget(pref.id, user_id=user)
     mm.forget(moved.fact.id, user_id=user, purge=True)
+    store = AgentMemStore(mm, index={"fields": ["text"]}, ttl={"default_ttl": 60.0})
+    store.put((user, "memories"), "tea", {"text": "likes green tea", "n": 2})
+    store.get((user, "memories"), "tea")
+    store.search((user, "memories"), query="what does the user drink", filter={"n": {"$gte": 1}})
+    store.list_namespaces(prefix=(user,), max_depth=1)
+    store.delete((user, "memories"), "tea")
+    store.put((user, "memories"), "coffee", {"text": "no coffee after noon"})
     mm.forget_user(user_id=user)
 
 
@@ -104,7 +112,8 @@ def test_every_hot_path_statement_touches_one_users_shard(stand_in, settings, pg
     # The recording saw the session: plans on the user's partitions of every table it writes.
     touched = Counter(x.rsplit("_p", 1)[0] for p in recorder.plans for x in p.partitions)
     assert {"conversational_memory", "conversational_context", "summary_memory", "fact_memory",
-            "knowledge_memory", "entity_memory", "tool_log", "workflow_memory"} <= set(touched), touched
+            "knowledge_memory", "entity_memory", "tool_log", "workflow_memory", "store_memory",
+            "store_vectors"} <= set(touched), touched
     assert len(recorder.statements) > 50
 
 
