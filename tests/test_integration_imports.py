@@ -26,6 +26,8 @@ BLOCKER = textwrap.dedent("""
 
 EXTRAS = {
     "memory.integrations.langgraph_store": ("langgraph", ["langgraph"]),
+    "memory.integrations.bigtool": ("langgraph", ["langgraph_bigtool"]),
+    "memory.integrations.agents_session": ("agents", ["agents"]),
 }
 
 
