@@ -18,7 +18,7 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-NAMES = ["01_quickstart", "02_toolbox", "03_consolidation", "04_dba"]
+NAMES = ["01_quickstart", "02_toolbox", "03_consolidation", "04_dba", "05_integrations"]
 UNSET = ("AGENTMEM_EMBEDDER", "AGENTMEM_USER", "AGENTMEM_LLM_MODEL", "AGENTMEM_LLM_BASE_URL", "AGENTMEM_LLM_API_KEY",
          "OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENTMEM_DEFAULT_CONTEXT_WINDOW")
 
@@ -84,3 +84,6 @@ def test_notebook_runs_top_to_bottom(name: str, pg_uri: str, fresh_schema: str, 
     if name == "04_dba":
         assert images(executed) >= 1
         assert "critical" in out and "rows left: 0" in out
+    if name == "05_integrations":
+        assert "recalled: ['Remember that I am travelling to Bergen in May']" in out
+        assert "get_weather" in out and "store items after forget_user: 0" in out
