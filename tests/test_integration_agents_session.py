@@ -107,6 +107,27 @@ def test_after_consolidation_items_are_the_summary_reference_and_the_recent_ones
     assert f"[Summary ID: {sid}]" in _texts(model.inputs[-1])
 
 
+def test_the_agent_expands_a_summary_with_the_sessions_tool(mm, user):
+    session = AgentMemSession(mm, f"s-{uuid.uuid4().hex[:6]}", user_id=user, consolidate_at=None, keep_recent=1)
+    asyncio.run(_converse(session, ScriptedModel(SCRIPT)))
+    sid = str(asyncio.run(session.consolidate()).summary.summary_id)
+    model = ScriptedModel([[ResponseFunctionToolCall(id="fc_9", type="function_call", call_id="call_9",
+                                                     name="expand_summary", arguments=f'{{"summary_id": "{sid}"}}')],
+                           [say("You said your name is Ada.", 10)]])
+    agent = Agent(name="helper", instructions="Be brief.", model=model, tools=[session.expand_summary_tool()])
+    result = asyncio.run(Runner.run(agent, "What did I tell you first?", session=session))
+    assert result.final_output == "You said your name is Ada."
+    tool_output = next(i["output"] for i in model.inputs[1] if i.get("type") == "function_call_output")
+    assert f"[Summary ID: {sid}]" in tool_output and "My name is Ada" in tool_output
+    other = AgentMemSession(mm, session.session_id, user_id=user + "-x").expand_summary_tool()
+    stranger = Agent(name="helper", model=ScriptedModel([[ResponseFunctionToolCall(
+        id="fc_8", type="function_call", call_id="call_8", name="expand_summary",
+        arguments=f'{{"summary_id": "{sid}"}}')], [say("done", 11)]]), tools=[other])
+    asyncio.run(Runner.run(stranger, "expand it", session=AgentMemSession(mm, "x", user_id=user + "-x")))
+    out = next(i["output"] for i in stranger.model.inputs[1] if i.get("type") == "function_call_output")
+    assert "NotFoundError" in out and "My name is Ada" not in out  # another user's summary is not found
+
+
 def test_the_session_consolidates_when_the_monitor_says_so(settings, user):
     small = MemoryManager.open(settings.with_(default_context_window=600, reserved_output_tokens=100,
                                               pool_max_size=2), embedder=HashEmbedder())

@@ -16,7 +16,8 @@ turns (``summarize_conversation``, keeping the last ``keep_recent`` turns live).
 on ``get_items`` starts with one system item per summary: its ``[Summary ID: ...]``
 reference, its text and how to expand it, followed by the items still live.
 ``await session.expand(summary_id)`` gives the original items back, exactly;
-``await session.consolidate()`` consolidates now. The database work runs in a worker
+``await session.consolidate()`` consolidates now, and ``session.expand_summary_tool()`` is the
+``expand_summary`` tool the summary items mention, for the agent. The database work runs in a worker
 thread, so the event loop is never blocked.
 """
 
@@ -27,13 +28,14 @@ import json
 from typing import Any, Literal
 
 from memory.consolidation.writeback import EXPAND_HINT, ConsolidationResult
-from memory.errors import InvalidInputError
+from memory.errors import AgentMemError, InvalidInputError
 from memory.integrations._extras import missing
 from memory.integrations._threads import clear_thread, ids, pop_message
 from memory.store.rows import Message
 from memory.store.validation import check_count
 
 try:
+    from agents import FunctionTool, function_tool
     from agents.memory.session import SessionABC
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the extra
@@ -92,6 +94,27 @@ class AgentMemSession(SessionABC):
         """The original items a summary replaced, in order, exactly as they were added."""
         expanded = await asyncio.to_thread(self.mm.expand_summary, summary_id, user_id=self.user_id)
         return [item for m in expanded.messages for item in row_items(m)]
+
+    def expand_summary_tool(self) -> FunctionTool:
+        """An ``expand_summary`` tool for the agent, bound to this session's user: the hint in each
+        summary item names it, so ``Agent(tools=[session.expand_summary_tool()])`` lets the model
+        read the originals back itself. A bad or unknown id comes back as an error the model reads."""
+        session = self
+
+        async def expand_summary(summary_id: str) -> str:
+            """Read in full the original messages that a [Summary ID: ...] reference in the conversation replaced.
+
+            Args:
+                summary_id: the id in the reference, e.g. "3f2b...".
+            """
+            try:
+                expanded = await asyncio.to_thread(session.mm.expand_summary, summary_id, user_id=session.user_id)
+            except AgentMemError as exc:
+                return json.dumps({"error": type(exc).__name__, "message": str(exc),
+                                   "fix": "pass the id of a [Summary ID: ...] reference from this conversation"})
+            return str(expanded.format())
+
+        return function_tool(expand_summary)
 
     def _consolidate(self) -> ConsolidationResult:
         return self.mm.summarize_conversation(user_id=self.user_id, thread_id=self.session_id,
