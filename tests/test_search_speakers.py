@@ -130,3 +130,22 @@ def test_search_memory_many_answers_each_query_as_search_memory_does(mm: MemoryM
         mm.search_memory_many("one query", user_id=user)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
         mm.search_memory_many(["ok", ""], user_id=user)
+
+
+@pytest.mark.slow
+def test_a_multi_part_question_finds_both_parts_real_model(real_mm: MemoryManager, user: str) -> None:
+    """Evidence said in two sessions, in other words than the question's, among the other speaker's
+    turns about the same subject."""
+    start = NOW - timedelta(days=60)
+    s1 = write(real_mm, user, "s1", [("Bob", "How was your week?"), ("Ann", "I signed up for a pottery class."),
+                                     ("Bob", "In my free time I go hiking and I paint."),
+                                     ("Ann", "Work has been busy, lots of meetings.")], start)
+    s2 = write(real_mm, user, "s2", [("Bob", "Any plans for the weekend?"),
+                                     ("Ann", "We went camping at the beach with the kids."),
+                                     ("Bob", "My favourite activities are swimming and chess."),
+                                     ("Ann", "Good luck with the car.")],
+               start + timedelta(days=20))
+    hits = real_mm.search_memory(query="What does Ann do in her free time?", user_id=user, k=4,
+                                 scope="messages")
+    top = [h.message_id for h in hits]
+    assert s1[1] in top and s2[1] in top, [(h.name, h.content) for h in hits]

@@ -5,18 +5,21 @@ Consolidated messages stay in ``conversational_memory`` (only their ``summary_id
 set), so they are searched like any other; their hits carry the summary id so the
 agent can expand it, and the summaries themselves are in the same list.
 
-Two signals per candidate, both absolute so scores mean the same across queries:
+Signals per candidate, all absolute so scores mean the same across queries:
 
 * **vector**: cosine similarity of the query with the message's own embedding
-  (``role: content``). Candidates are scored exactly over the user's rows (a user has
-  hundreds to thousands of rows: an exact scan is a few milliseconds and cannot miss
-  what an approximate index would);
+  (``name: content``, the role when the message has no speaker name). The query is
+  embedded with the speaker names it mentions replaced by a neutral word
+  (:mod:`memory.retrieval.speakers`). Candidates are scored exactly over the user's
+  rows up to ``search_exact_max_rows`` (an exact scan is a few milliseconds and cannot
+  miss what an approximate index would);
+* **speaker**: 1 when the query names the message's speaker (``name``, as words);
 * **keyword**: IDF-weighted coverage of the query's stemmed words (English
   stemming, numbers kept), computed in SQL over the user's rows: the share of the
   query's information (sum of the IDFs of its words) that the row matches. Messages
   are matched on their context window (``conversational_context``, migration 004:
-  the message at full weight, the two messages before it in the thread at
-  ``neighbour_weight``),
+  the message and its speaker's name at full weight, the two messages before it in
+  the thread at ``neighbour_weight``; migrations 004, 009),
   so "Yes, I still use it every day" is found through the question it answers, while
   the hit is the message itself. A query word that appears nowhere lowers the score,
   so an unanswerable question scores low instead of matching on one common word;
@@ -24,10 +27,15 @@ Two signals per candidate, both absolute so scores mean the same across queries:
   single informative word ("what do I do for a living" -> "live") cannot reach full
   keyword score by matching it.
 
-They are fused linearly (``score = vector + keyword_weight * keyword``); rank fusion
-with a flat constant is available (``fusion="rrf"``) for comparison, and
-``bench/recall.py`` measures both. Because the fused score is absolute, a caller can
-set ``min_score`` and get an empty list rather than invented matches.
+They are fused linearly: a hit's own score is ``vector + keyword_weight * keyword +
+speaker_weight * speaker + time_boost * time``, and a message adds ``adjacent_weight``
+times the better own score of the turns just before and after it (when they are
+candidates) and ``thread_weight`` times the mean own score of its thread's best three
+candidates (see :func:`_rank`). The weights were fitted on two LoCoMo conversations and
+checked on the third and on the synthetic set (``bench/_public_memory.py``,
+``bench/recall.py``). Rank fusion with a flat constant is available (``fusion="rrf"``)
+for comparison. Because the fused score is absolute, a caller can set ``min_score``
+and get an empty list rather than invented matches.
 
 Time: a time expression in the query ("last May", "two weeks ago") is resolved
 against ``now`` (:mod:`memory.retrieval.time_phrases`) and removed from the words matched; rows in
