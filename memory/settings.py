@@ -192,6 +192,9 @@ class Settings:
     # MCP over HTTP (memory.mcp): bearer token = the one user it acts for. Empty: `agentmem
     # mcp --http` refuses to start. Secret: kept out of repr.
     mcp_tokens: dict[str, str] = field(default_factory=dict, repr=False)
+    # The web inspector (`agentmem ui`): the token every request must carry; required to
+    # listen on any address but loopback (memory.inspector.server).
+    ui_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.validate()

@@ -629,6 +629,34 @@ def mcp(user: str | None, http: bool, host: str, port: int, namespace: str) -> N
     serve(user=user, http=http, host=host, port=port, namespace=namespace)
 
 
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback needs AGENTMEM_UI_TOKEN.")
+@click.option("--port", "-p", type=click.IntRange(min=1, max=65535), default=8777, show_default=True,
+              help="Port to listen on.")
+@click.option("--allow-writes", is_flag=True,
+              help="Allow consolidating threads, undoing consolidations and forgetting users from the browser.")
+@handle_errors
+def ui(host: str, port: int, allow_writes: bool) -> None:
+    """Inspect memory in the browser: threads, consolidation boundaries, summaries, facts, search, usage.
+
+    A local web app, read-only unless --allow-writes. It shows every user's memory
+    (the overview reads the DBA views: run it with the schema owner's URL).
+    """
+    try:
+        from memory.inspector import InspectorConfig, serve
+        from memory.inspector.server import check_bind
+    except ImportError as exc:
+        fail(f"the inspector needs the ui extra ({exc.name} is missing): pip install 'agentmem[ui]'")
+    from memory.settings import Settings
+
+    token = Settings.from_env().ui_token
+    check_bind(host, token)
+    config = InspectorConfig(allow_writes=allow_writes, token=token, host=host)
+    with open_manager() as mm:
+        serve(mm, config, port, announce=lambda line: click.echo(line, err=True))
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.argument("name", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
