@@ -154,8 +154,10 @@ def test_the_summary_page_shows_sections_and_lineage(seed: Seed, read_only: UiSe
     assert "16 messages point at it now" in lineage
     assert f"{s.source_tokens:,} → {s.summary_tokens:,}" in lineage
     assert f"{s.source_tokens / s.summary_tokens:.2f}×" in lineage
-    ids = [int(e.get_attribute("data-id")) for e in browser.find_elements(By.CSS_SELECTOR, "#originals .msg")]
-    assert ids == seed.marked(s.summary_id)
+    shown = browser.find_elements(By.CSS_SELECTOR, "#originals [data-id]")
+    assert sorted(int(e.get_attribute("data-id")) for e in shown) == seed.marked(s.summary_id)
+    call = browser.find_element(By.CSS_SELECTOR, "#originals [data-call='c0']")  # results stay with their call
+    assert "quota 98% used on volume v0" in call.find_element(By.CSS_SELECTOR, ".result").text
     assert not browser.find_elements(By.ID, "undo")  # read-only: no undo button
 
 

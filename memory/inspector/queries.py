@@ -206,6 +206,7 @@ class SummaryCard:
     """A summary as the thread page draws it: what it replaced, and how well."""
 
     summary_id: uuid.UUID
+    thread_id: str | None
     label: str
     created_at: datetime
     recorded_source_count: int
@@ -251,7 +252,7 @@ class ThreadPage:
 
 
 _CARDS = (
-    "SELECT s.summary_id, s.description AS label, s.created_at, s.source_count AS recorded_source_count,"
+    "SELECT s.summary_id, s.thread_id, s.description AS label, s.created_at, s.source_count AS recorded_source_count,"
     " coalesce(m.n, 0)::int AS source_rows, m.first_id AS first_message_id, m.last_id AS last_message_id,"
     " coalesce(m.first_at, s.first_message_at) AS first_message_at,"
     " coalesce(m.last_at, s.last_message_at) AS last_message_at,"
@@ -368,8 +369,9 @@ def thread_page(db: Database, user_id: str, thread_id: str, *, page: int | None 
 @dataclass
 class SummarySources:
     card: SummaryCard
-    messages: list[Message]
+    messages: list[Message]  # the page's messages but the tool results shown with their call
     page: Page
+    results: dict[int, list[Message]] = field(default_factory=dict)
 
 
 def summary_card(db: Database, user_id: str, summary_id: str | uuid.UUID) -> SummaryCard:
@@ -393,7 +395,8 @@ def summary_sources(db: Database, user_id: str, summary_id: str | uuid.UUID, *, 
         messages = _messages(conn, "user_id = %(uid)s AND summary_id = %(sid)s",
                              {"uid": uid, "sid": sid, "n": size, "off": pg.offset},
                              " ORDER BY created_at, id LIMIT %(n)s OFFSET %(off)s")
-    return SummarySources(card, messages, pg)
+        results, used = _attach_results(conn, uid, card.thread_id, messages) if card.thread_id else ({}, set())
+    return SummarySources(card, [m for m in messages if m.id not in used], pg, results)
 
 
 def summaries_of_thread(db: Database, user_id: str, thread_id: str, *, limit: int = 500) -> list[SummaryCard]:
