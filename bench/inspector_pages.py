@@ -98,10 +98,10 @@ def seed(mm: Any, messages: int, chunk: int, users: int) -> dict[str, Any]:
                       "created_at": now - timedelta(days=30 - (u + k) % 30, minutes=60 - j)} for j in range(10 + u % 7)]
             mm.write_messages(user_id=uid, thread_id=f"t{k}", messages=small, embed=False)
         mm.summarize_conversation(thread_id="t0", user_id=uid, keep_recent=1)
-    first = mm.remember(USER, "stable_fact", "Works at Northwind in Berlin").fact
-    mm.remember(USER, "stable_fact", "Works at Northwind in Munich", replaces=first.id)
-    mm.remember(USER, "preference", "Prefers answers with the exact commands")
-    mm.remember(USER, "constraint", "Cannot restart the export server during office hours")
+    first = mm.remember("stable_fact", "Works at Northwind in Berlin", user_id=USER).fact
+    mm.remember("stable_fact", "Works at Northwind in Munich", user_id=USER, replaces=first.id)
+    mm.remember("preference", "Prefers answers with the exact commands", user_id=USER)
+    mm.remember("constraint", "Cannot restart the export server during office hours", user_id=USER)
     return {"seconds": t.seconds, "summaries": summaries}
 
 

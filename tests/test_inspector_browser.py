@@ -51,11 +51,11 @@ class Seed:
         self.long = mm.summarize_conversation(thread_id="long", user_id=self.alice).summary
         mm.write_messages(user_id=self.bob, thread_id="b1", messages=chat(4, "bob's private"))
         self.bobs = mm.summarize_conversation(thread_id="b1", user_id=self.bob).summary
-        first = mm.remember(self.alice, "stable_fact", "Lives in Berlin").fact
-        self.moved = mm.remember(self.alice, "stable_fact", "Lives in Munich", replaces=first.id).fact
-        gone = mm.remember(self.alice, "preference", "Likes weekly digest emails").fact
-        mm.forget(gone.id, self.alice)
-        mm.remember(self.alice, "preference", "Prefers metric units")
+        first = mm.remember("stable_fact", "Lives in Berlin", user_id=self.alice).fact
+        self.moved = mm.remember("stable_fact", "Lives in Munich", user_id=self.alice, replaces=first.id).fact
+        gone = mm.remember("preference", "Likes weekly digest emails", user_id=self.alice).fact
+        mm.forget(gone.id, user_id=self.alice)
+        mm.remember("preference", "Prefers metric units", user_id=self.alice)
 
     def marked(self, summary_id: Any) -> list[int]:
         with self.mm.db.connection(self.alice) as conn:

@@ -13,11 +13,14 @@ import re
 import uuid
 from collections import defaultdict
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from memory.errors import InvalidInputError
 from memory.inspector import charts, queries
 from memory.store.validation import check_id, check_uuid
+
+if TYPE_CHECKING:
+    from memory.manager import MemoryManager
 
 #: Characters of one message shown on a page; the rest is summarised in a line.
 CONTENT_CHARS = 4_000
@@ -82,7 +85,7 @@ FILTERS = {"when": when, "num": num, "clip": clip, "as_json": as_json, "colour":
 
 
 # -- pages -----------------------------------------------------------------------------
-def overview(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
+def overview(mm: MemoryManager, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
     sort = params.get("sort") or "last_message_at"
     descending = params.get("dir", "desc") != "asc"
     text, status = params.get("q", ""), params.get("status", "")
@@ -104,13 +107,13 @@ def overview(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict
                                  growth_chart=growth_chart, size_chart=size_chart, note=params.get("note", ""))
 
 
-def user(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
+def user(mm: MemoryManager, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
     uid = _required(params, "user")
     ov = queries.overview(mm.db, mm.settings, user_id=uid, page=_int(params, "page", 1))
     return "user.html", dict(user=uid, ov=ov)
 
 
-def thread(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
+def thread(mm: MemoryManager, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
     uid, tid = _required(params, "user"), _required(params, "thread")
     raw = _flag(params, "raw")
     tp = queries.thread_page(mm.db, uid, tid, page=_int(params, "page"), size=config.page_size, raw=raw)
@@ -121,7 +124,7 @@ def thread(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[s
                                model_name=getattr(model, "model_name", None) if model is not None else None)
 
 
-def usage(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
+def usage(mm: MemoryManager, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
     uid, tid = _required(params, "user"), _required(params, "thread")
     series = queries.context_usage(mm.db, mm.settings, uid, tid)
     points = [(p.last_turn, float(p.percent), p.status,
@@ -153,7 +156,7 @@ def sections(content: str) -> list[tuple[str, str]]:
     return [(h, "\n".join(lines).strip()) for h, lines in out if h or "\n".join(lines).strip()]
 
 
-def summary(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
+def summary(mm: MemoryManager, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
     uid = _required(params, "user")
     sid = check_uuid(_required(params, "id"), "summary id")
     row = mm.read_summary_by_id(summary_id=sid, user_id=uid)
@@ -161,19 +164,19 @@ def summary(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[
     return "summary.html", dict(user=uid, s=row, card=src.card, src=src, sections=sections(row.content))
 
 
-def sources(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
+def sources(mm: MemoryManager, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
     uid = _required(params, "user")
     sid = check_uuid(_required(params, "id"), "summary id")
     return "sources.html", dict(user=uid, src=queries.summary_sources(mm.db, uid, sid, page=_int(params, "page", 1)))
 
 
-def facts(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
+def facts(mm: MemoryManager, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
     uid = _required(params, "user")
     chains, pg = queries.fact_chains(mm.db, uid, page=_int(params, "page", 1))
     return "facts.html", dict(user=uid, chains=chains, page=pg)
 
 
-def search(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
+def search(mm: MemoryManager, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
     uid = _required(params, "user")
     query = params.get("q", "").strip()
     kinds = [k for k in KINDS if _flag(params, k)]
@@ -188,17 +191,17 @@ def search(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[s
                                more=more, first=(number - 1) * SEARCH_PAGE)
 
 
-def forget_form(mm: Any, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
+def forget_form(mm: MemoryManager, params: Mapping[str, str], config: Any) -> tuple[str, dict[str, Any]]:
     from memory.tables.retention import rows_of_user
 
     uid = _required(params, "user")
     with mm.db.connection(uid) as conn:
-        held = {t: n for t, n in rows_of_user(conn, mm.db.schema, uid).items() if n}
+        held = {t: n for t, n in rows_of_user(conn, mm.db.schema, user_id=uid).items() if n}
     return "forget.html", dict(user=uid, held=held, total=sum(held.values()))
 
 
 # -- writes ------------------------------------------------------------------------------
-def consolidate(mm: Any, form: Mapping[str, str]) -> str:
+def consolidate(mm: MemoryManager, form: Mapping[str, str]) -> str:
     from memory.inspector.app import url
     from memory.llm.chat import chat_model_from_env
 
@@ -216,7 +219,7 @@ def consolidate(mm: Any, form: Mapping[str, str]) -> str:
             raise InvalidInputError("no chat model is configured (AGENTMEM_LLM_MODEL, AGENTMEM_LLM_BASE_URL): "
                                     "use the extractive summariser, or restart the inspector with a model set")
     result = mm.summarize_conversation(thread_id=tid, user_id=uid, keep_recent=int(keep), model=model)
-    if result.summarized:
+    if result.summary is not None:
         note = (f"consolidated {len(result.source_ids):,} messages into summary {result.summary.summary_id} "
                 f"({result.method}; {result.source_tokens:,} → {result.summary_tokens:,} tokens)")
     else:
@@ -224,7 +227,7 @@ def consolidate(mm: Any, form: Mapping[str, str]) -> str:
     return url("/thread", user=uid, thread=tid, note=note)
 
 
-def undo(mm: Any, form: Mapping[str, str]) -> str:
+def undo(mm: MemoryManager, form: Mapping[str, str]) -> str:
     from memory.inspector.app import url
 
     uid = _required(form, "user")
@@ -237,7 +240,7 @@ def undo(mm: Any, form: Mapping[str, str]) -> str:
     return url("/thread", user=uid, thread=row.thread_id, note=note)
 
 
-def forget(mm: Any, form: Mapping[str, str]) -> str:
+def forget(mm: MemoryManager, form: Mapping[str, str]) -> str:
     from memory.inspector.app import url
 
     uid = _required(form, "user")
