@@ -495,12 +495,14 @@ def context_usage(db: Database, settings: Settings, user_id: str, thread_id: str
         "   FROM ev),"
         " turns AS (SELECT at, seq, agentmem_estimate_tokens(greatest(chars, 0)::bigint) AS tokens,"
         "   row_number() OVER (ORDER BY at, seq) AS n, count(*) OVER () AS total FROM run WHERE turn),"
-        " b AS (SELECT *, ((n - 1) * %(points)s / greatest(total, 1)) AS bucket,"
-        "   row_number() OVER (PARTITION BY ((n - 1) * %(points)s / greatest(total, 1)) ORDER BY tokens DESC, n)"
-        "   AS worst FROM turns)"
-        " SELECT min(n) OVER w AS first_turn, max(n) OVER w AS last_turn, at, seq AS message_id, tokens,"
-        "   round(100.0 * tokens / agentmem_usable_budget(), 1) AS percent, agentmem_monitor_status(tokens) AS status,"
-        "   worst FROM b WINDOW w AS (PARTITION BY bucket) ORDER BY n"
+        " b AS (SELECT n, at, seq, tokens, (n - 1) * %(points)s / greatest(total, 1) AS bucket FROM turns),"
+        " span AS (SELECT bucket, min(n) AS first_turn, max(n) AS last_turn FROM b GROUP BY bucket),"
+        " worst AS (SELECT DISTINCT ON (bucket) bucket, at, seq, tokens FROM b ORDER BY bucket, tokens DESC, n)"
+        # the monitor's functions only for the points drawn, not for every turn
+        " SELECT span.first_turn, span.last_turn, worst.at, worst.seq AS message_id, worst.tokens,"
+        "   round(100.0 * worst.tokens / agentmem_usable_budget(), 1) AS percent,"
+        "   agentmem_monitor_status(worst.tokens) AS status"
+        " FROM worst JOIN span USING (bucket) ORDER BY bucket"
     )
     with db.connection(uid) as conn:
         _set_monitor(conn, settings)
@@ -512,6 +514,6 @@ def context_usage(db: Database, settings: Settings, user_id: str, thread_id: str
             limits = conn.execute("SELECT agentmem_usable_budget(), agentmem_context_window()").fetchone()
     assert limits is not None
     points = [UsagePoint(r["first_turn"], r["last_turn"], r["at"], r["message_id"], int(r["tokens"]), r["percent"],
-                         r["status"]) for r in rows if r["worst"] == 1]
+                         r["status"]) for r in rows]
     turns = rows[-1]["last_turn"] if rows else 0
     return UsageSeries(points, int(turns), [(e[0], e[1], e[2]) for e in events], int(limits[0]), int(limits[1]))
