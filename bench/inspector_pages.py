@@ -170,11 +170,17 @@ def main() -> None:
     with embedded_server() as uri:
         mm = open_manager(uri, embedder=HashEmbedder())
         log(f"seeding {args.messages:,} messages (consolidated every {args.chunk:,}) and {args.users} users")
+        with mm.db.connection() as conn:  # the HNSW index is built once after the load, from its own definition
+            indexdef = conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()"
+                                    " AND indexname = 'conversational_memory_embedding'").fetchone()[0]
+            conn.execute("DROP INDEX conversational_memory_embedding")
         seeded = seed(mm, args.messages, args.chunk, args.users)
         summary = seeded["summaries"][len(seeded["summaries"]) // 2]
         with Timer() as t:  # written with embed=False for speed: embed them now, not in the first search
             embedded = mm.embed_pending_messages()
-        log(f"embedded {embedded:,} messages in {t.seconds:.0f} s")
+            with mm.db.connection() as conn:
+                conn.execute(indexdef)
+        log(f"embedded {embedded:,} messages and built their HNSW index in {t.seconds:.0f} s")
         with mm.db.connection() as conn:
             conn.execute("ANALYZE")
         server = Server(uri, mm.db.schema, args.port)

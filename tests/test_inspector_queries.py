@@ -60,9 +60,13 @@ def test_a_thread_opens_on_its_newest_page_and_pages_back(mm: MemoryManager, use
     mm.write_messages([{"role": "user", "content": f"m{i}"} for i in range(250)], user_id=user, thread_id="p")
     newest = queries.thread_page(mm.db, user, "p", size=100)
     assert (newest.page.number, newest.page.pages, newest.total_messages) == (3, 3, 250)
-    assert [it.message.content for it in newest.items if it.message] == [f"m{i}" for i in range(200, 250)]
+    # pages are cut from the end: the newest is full, the oldest holds the rest
+    assert [it.message.content for it in newest.items if it.message] == [f"m{i}" for i in range(150, 250)]
+    middle = queries.thread_page(mm.db, user, "p", size=100, page=2)
+    assert [it.message.content for it in middle.items if it.message] == [f"m{i}" for i in range(50, 150)]
     first = queries.thread_page(mm.db, user, "p", size=100, page=1)
-    assert [it.message.content for it in first.items if it.message] == [f"m{i}" for i in range(100)]
+    assert [it.message.content for it in first.items if it.message] == [f"m{i}" for i in range(50)]
+    assert (first.page.first_row, first.page.last_row, newest.page.first_row) == (1, 50, 151)
 
 
 def test_a_consolidated_run_is_one_entry_saying_which_rows_it_replaced(mm: MemoryManager, user: str) -> None:

@@ -39,11 +39,16 @@ STATUSES = ("ok", "warning", "critical")
 
 @dataclass
 class Page:
-    """Which slice of a list: 1-based ``number`` of ``size`` rows out of ``total``."""
+    """Which slice of a list: 1-based ``number`` of ``size`` rows out of ``total``.
+
+    ``from_end``: pages are cut from the end of the list, so the last (newest) page is
+    full and the first one holds the remainder (a thread opens on a full newest page).
+    """
 
     number: int
     size: int
     total: int
+    from_end: bool = False
 
     @property
     def pages(self) -> int:
@@ -51,7 +56,15 @@ class Page:
 
     @property
     def offset(self) -> int:
+        if self.from_end:
+            return max(0, self.total - (self.pages - self.number + 1) * self.size)
         return (self.number - 1) * self.size
+
+    @property
+    def limit(self) -> int:
+        if self.from_end:
+            return self.total - (self.pages - self.number) * self.size - self.offset
+        return self.size
 
     @property
     def first_row(self) -> int:
@@ -59,15 +72,15 @@ class Page:
 
     @property
     def last_row(self) -> int:
-        return min(self.total, self.offset + self.size)
+        return min(self.total, self.offset + self.limit)
 
 
-def page_of(number: int | None, size: int, total: int) -> Page:
+def page_of(number: int | None, size: int, total: int, *, from_end: bool = False) -> Page:
     """Page ``number`` (None or past the end: the last page) of ``total`` rows."""
     last = max(1, -(-total // size))
     if number is None or number > last:
         number = last
-    return Page(max(1, number), size, total)
+    return Page(max(1, number), size, total, from_end)
 
 
 def _uid(user_id: str) -> str:
@@ -331,13 +344,14 @@ def thread_page(db: Database, user_id: str, thread_id: str, *, page: int | None 
         if total == 0 and n_summaries == 0:
             raise NotFoundError(f"thread {tid!r} has no messages for user {uid!r}")
         if raw:
-            pg = page_of(page, size, total)
-            messages = _messages(conn, "user_id = %(uid)s AND thread_id = %(tid)s", dict(base, n=size, off=pg.offset),
+            pg = page_of(page, size, total, from_end=True)
+            messages = _messages(conn, "user_id = %(uid)s AND thread_id = %(tid)s",
+                                 dict(base, n=pg.limit, off=pg.offset),
                                  " ORDER BY created_at, id LIMIT %(n)s OFFSET %(off)s")
             cards = _cards(conn, uid, sorted({m.summary_id for m in messages if m.summary_id}, key=str))
             order: list[tuple[str, Any]] = [("m", m) for m in messages]
         else:
-            pg = page_of(page, size, live + n_summaries)
+            pg = page_of(page, size, live + n_summaries, from_end=True)
             keys = conn.execute(
                 "SELECT mid, sid FROM ("
                 " SELECT created_at AS at, id AS mid, NULL::uuid AS sid FROM conversational_memory"
@@ -346,7 +360,7 @@ def thread_page(db: Database, user_id: str, thread_id: str, *, page: int | None 
                 " SELECT coalesce(first_message_at, created_at), NULL, summary_id FROM summary_memory"
                 "  WHERE user_id = %(uid)s AND thread_id = %(tid)s) items"
                 " ORDER BY at, mid NULLS FIRST, sid LIMIT %(n)s OFFSET %(off)s",
-                dict(base, n=size, off=pg.offset)).fetchall()
+                dict(base, n=pg.limit, off=pg.offset)).fetchall()
             mids = [k[0] for k in keys if k[0] is not None]
             found = {m.id: m for m in _messages(conn, "user_id = %(uid)s AND id = ANY(%(ids)s)",
                                                 dict(base, ids=mids))} if mids else {}
