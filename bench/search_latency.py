@@ -191,9 +191,9 @@ def main() -> None:
             loads.append({"rows": size, "copy_s": load_s, "hnsw_build_s": build_s})
 
             methods: dict[str, Callable[[str], list[Any]]] = {
-                "mm.read_knowledge hybrid": lambda q: [h.id for h in mm.read_knowledge(q, user_id=USER, k=args.k)],
+                "mm.read_knowledge hybrid": lambda q: [h.item.id for h in mm.read_knowledge(q, user_id=USER, k=args.k)],
                 "mm.read_knowledge vector-only":
-                    lambda q: [h.id for h in mm.read_knowledge(q, user_id=USER, k=args.k, hybrid=False)],
+                    lambda q: [h.item.id for h in mm.read_knowledge(q, user_id=USER, k=args.k, hybrid=False)],
                 "PGVectorStore.similarity_search":
                     lambda q: [d.id for d in store.similarity_search(q, k=args.k, filter={"user_id": USER})],
             }

@@ -19,7 +19,7 @@ from __future__ import annotations
 import uuid
 import warnings
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, overload
 
 from memory.consolidation.monitor import ContextStatus, ContextUsage
 from memory.consolidation.summarizer import Summarizer
@@ -27,6 +27,7 @@ from memory.consolidation.writeback import Consolidation, ConsolidationResult, E
 from memory.context.render import (format_conversation, format_entities, format_facts, format_knowledge,
                                    format_summaries, format_workflows)
 from memory.errors import ConfigurationError, EmbeddingError
+from memory.retrieval.hits import Hit
 from memory.retrieval.embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
 from memory.retrieval.onnx_minilm import OnnxMiniLMEmbedder
 from memory.scoped import UserMemory
@@ -156,9 +157,9 @@ class MemoryManager:
         sections = [
             format_facts(self.read_facts(user_id=user_id)),
             format_summaries(self.read_summaries(user_id=user_id, thread_id=thread_id)),
-            format_workflows(self.read_workflows(query, user_id=user_id, k=k)),
-            format_entities(self.read_entities(query, user_id=user_id, k=k)),
-            format_knowledge(self.read_knowledge(query, user_id=user_id, k=k)),
+            format_workflows([h.item for h in self.read_workflows(query, user_id=user_id, k=k)]),
+            format_entities([h.item for h in self.read_entities(query, user_id=user_id, k=k)]),
+            format_knowledge([h.item for h in self.read_knowledge(query, user_id=user_id, k=k)]),
             format_conversation(self.read_conversational_memory(user_id=user_id, thread_id=thread_id)),
         ]
         return "\n\n".join(sections)
@@ -198,8 +199,9 @@ class MemoryManager:
         """Store passages (dicts with content, optional source and metadata) in one transaction."""
         return self.knowledge.write_knowledge_batch(items, user_id=user_id)
 
-    def read_knowledge(self, query: str, *, user_id: str, k: int = 5, hybrid: bool = True) -> list[KnowledgeItem]:
-        """Passages of this user most relevant to ``query``."""
+    def read_knowledge(self, query: str, *, user_id: str, k: int = 5,
+                       hybrid: bool = True) -> list[Hit[KnowledgeItem]]:
+        """Passages most relevant to ``query``; ``score`` orders them, ``signals["vector"]`` is the cosine."""
         return self.knowledge.read_knowledge(query, user_id=user_id, k=k, hybrid=hybrid)
 
     def write_workflow(self, name: str, description: str, steps: Sequence[Any], *, user_id: str, query: str = "",
@@ -212,8 +214,8 @@ class MemoryManager:
         """Copy ``user_id``'s workflow into the shared ones (schema owner only); returns the shared row."""
         return self.workflows.publish_workflow(workflow_id, user_id=user_id)
 
-    def read_workflows(self, query: str, *, user_id: str, k: int = 3, hybrid: bool = True) -> list[Workflow]:
-        """This user's workflows and shared ones, most relevant first."""
+    def read_workflows(self, query: str, *, user_id: str, k: int = 3, hybrid: bool = True) -> list[Hit[Workflow]]:
+        """This user's workflows and shared ones, most relevant first; ``score`` is the cosine similarity."""
         return self.workflows.read_workflows(query, user_id=user_id, k=k, hybrid=hybrid)
 
     def record_workflow_use(self, workflow_id: str, *, user_id: str, success: bool = True) -> None:
@@ -225,8 +227,15 @@ class MemoryManager:
         """Store an entity, or count one more mention of it (keeping the longer description)."""
         return self.entities.write_entity(name, entity_type, description, user_id=user_id)
 
-    def read_entities(self, query: str | None = None, *, user_id: str, k: int = 10) -> list[Entity]:
-        """Entities relevant to ``query``, or the most recently seen ones without a query."""
+    @overload
+    def read_entities(self, query: None = None, *, user_id: str, k: int = 10) -> list[Entity]: ...
+
+    @overload
+    def read_entities(self, query: str, *, user_id: str, k: int = 10) -> list[Hit[Entity]]: ...
+
+    def read_entities(self, query: str | None = None, *, user_id: str,
+                      k: int = 10) -> list[Entity] | list[Hit[Entity]]:
+        """Entities relevant to ``query`` as hits, or (no query) the most recently seen ones as rows."""
         return self.entities.read_entities(query, user_id=user_id, k=k)
 
     # -- summaries ---------------------------------------------------------------------------
@@ -247,8 +256,8 @@ class MemoryManager:
         return self.summaries.read_summaries(user_id=user_id, thread_id=thread_id, limit=limit)
 
     def read_summary_memory(self, query: str, *, user_id: str, k: int = 3,
-                            thread_id: str | None = None) -> list[Summary]:
-        """Summaries most relevant to ``query``."""
+                            thread_id: str | None = None) -> list[Hit[Summary]]:
+        """Summaries most relevant to ``query``; ``score`` orders them, ``signals["vector"]`` is the cosine."""
         return self.summaries.read_summary_memory(query, user_id=user_id, k=k, thread_id=thread_id)
 
     def summary_references(self, *, user_id: str, thread_id: str | None = None) -> list[str]:
@@ -270,9 +279,16 @@ class MemoryManager:
         """The user's active facts, oldest first (what a conversation starts with)."""
         return self.facts.read_facts(user_id=user_id)
 
+    @overload
+    def recall(self, query: None = None, *, user_id: str, k: int = 10,
+               include_history: bool = False) -> list[Fact]: ...
+
+    @overload
+    def recall(self, query: str, *, user_id: str, k: int = 10, include_history: bool = False) -> list[Hit[Fact]]: ...
+
     def recall(self, query: str | None = None, *, user_id: str, k: int = 10,
-               include_history: bool = False) -> list[Fact]:
-        """Active facts most relevant to ``query`` (all active facts without one)."""
+               include_history: bool = False) -> list[Fact] | list[Hit[Fact]]:
+        """Active facts most relevant to ``query`` as hits (no query: every active fact, as rows)."""
         return self.facts.recall(query, user_id=user_id, k=k, include_history=include_history)
 
     def fact_history(self, fact_id: str | uuid.UUID, *, user_id: str) -> list[Fact]:

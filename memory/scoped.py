@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, overload
 
 from memory.store.validation import check_id
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from memory.consolidation.summarizer import Summarizer
     from memory.consolidation.writeback import ConsolidationResult, ExpandedSummary, Offload
     from memory.manager import MemoryManager
+    from memory.retrieval.hits import Hit
     from memory.store.rows import Entity, Fact, KnowledgeItem, Message, Summary, ToolLogEntry, Workflow
     from memory.tables.conversation import NewMessage
     from memory.tables.corrections import Correction
@@ -74,8 +75,17 @@ class UserMemory:
         return self.mm.remember(category, content, user_id=self.user_id, replaces=replaces,
                                 source_message_id=source_message_id)
 
-    def recall(self, query: str | None = None, *, k: int = 10, include_history: bool = False) -> list[Fact]:
-        """``recall``: active facts most relevant to ``query`` (all active facts without one)."""
+    @overload
+    def recall(self, query: None = None, *, k: int = 10, include_history: bool = False) -> list[Fact]: ...
+
+    @overload
+    def recall(self, query: str, *, k: int = 10, include_history: bool = False) -> list[Hit[Fact]]: ...
+
+    def recall(self, query: str | None = None, *, k: int = 10,
+               include_history: bool = False) -> list[Fact] | list[Hit[Fact]]:
+        """``recall``: active facts most relevant to ``query`` as hits (no query: every active fact)."""
+        if query is None:
+            return self.mm.recall(user_id=self.user_id, k=k, include_history=include_history)
         return self.mm.recall(query, user_id=self.user_id, k=k, include_history=include_history)
 
     def facts(self) -> list[Fact]:
@@ -111,7 +121,7 @@ class UserMemory:
         """``expand_summary``: the summary and every message it replaced, oldest first."""
         return self.mm.expand_summary(summary_id, user_id=self.user_id)
 
-    def similar_summaries(self, query: str, *, k: int = 3) -> list[Summary]:
+    def similar_summaries(self, query: str, *, k: int = 3) -> list[Hit[Summary]]:
         """``read_summary_memory``: this user's summaries most relevant to ``query``."""
         return self.mm.read_summary_memory(query, user_id=self.user_id, k=k)
 
@@ -121,7 +131,7 @@ class UserMemory:
         """``write_knowledge``: store one passage the agent may cite."""
         return self.mm.write_knowledge(content, source, metadata, user_id=self.user_id)
 
-    def knowledge(self, query: str, *, k: int = 5, hybrid: bool = True) -> list[KnowledgeItem]:
+    def knowledge(self, query: str, *, k: int = 5, hybrid: bool = True) -> list[Hit[KnowledgeItem]]:
         """``read_knowledge``: passages most relevant to ``query``."""
         return self.mm.read_knowledge(query, user_id=self.user_id, k=k, hybrid=hybrid)
 
@@ -130,7 +140,7 @@ class UserMemory:
         """``write_workflow``: store a procedure that worked (this user's own)."""
         return self.mm.write_workflow(name, description, steps, user_id=self.user_id, query=query, outcome=outcome)
 
-    def workflows(self, query: str, *, k: int = 3, hybrid: bool = True) -> list[Workflow]:
+    def workflows(self, query: str, *, k: int = 3, hybrid: bool = True) -> list[Hit[Workflow]]:
         """``read_workflows``: this user's and the shared workflows most relevant to ``query``."""
         return self.mm.read_workflows(query, user_id=self.user_id, k=k, hybrid=hybrid)
 
@@ -138,8 +148,16 @@ class UserMemory:
         """``write_entity``: store an entity or count one more mention of it."""
         return self.mm.write_entity(name, entity_type, description, user_id=self.user_id)
 
-    def entities(self, query: str | None = None, *, k: int = 10) -> list[Entity]:
-        """``read_entities``: entities relevant to ``query`` (the latest seen without one)."""
+    @overload
+    def entities(self, query: None = None, *, k: int = 10) -> list[Entity]: ...
+
+    @overload
+    def entities(self, query: str, *, k: int = 10) -> list[Hit[Entity]]: ...
+
+    def entities(self, query: str | None = None, *, k: int = 10) -> list[Entity] | list[Hit[Entity]]:
+        """``read_entities``: entities relevant to ``query`` as hits (no query: the latest seen, as rows)."""
+        if query is None:
+            return self.mm.read_entities(user_id=self.user_id, k=k)
         return self.mm.read_entities(query, user_id=self.user_id, k=k)
 
     def tool_log(self, *, limit: int = 50) -> list[ToolLogEntry]:

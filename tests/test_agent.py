@@ -111,7 +111,7 @@ def test_tool_found_by_retrieval_executed_and_fed_back(mm, toolbox, user, thread
     assert [(e.tool_name, e.args, e.status) for e in log] == [("get_weather", {"city": "Bergen"}, "ok")]
     # the successful procedure became a workflow, the mentioned city an entity
     assert result.workflow_recorded
-    wf = mm.read_workflows("weather in Bergen", user_id=user, k=1)[0]
+    wf = mm.read_workflows("weather in Bergen", user_id=user, k=1)[0].item
     assert wf.steps == [{"tool": "get_weather", "args": {"city": "Bergen"}}]
     assert "Bergen" in [e.name for e in mm.read_entities(user_id=user)]
 

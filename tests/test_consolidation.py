@@ -59,7 +59,7 @@ def test_full_cycle_on_a_long_thread_with_real_minilm(real_mm, user, thread):
     assert [m.content for m in expanded.messages] == [m.content for m in written]
     # The summary is found again by meaning with the real model.
     hits = mm.read_summary_memory("which ticket had errors and was restarted", user_id=user, k=1)
-    assert hits and hits[0].summary_id == result.summary.summary_id
+    assert hits and hits[0].item.summary_id == result.summary.summary_id
 
     again = mm.summarize_conversation(thread_id=thread, user_id=user, keep_recent=1)
     assert again.status == "nothing_to_summarize" and again.summary is None

@@ -113,7 +113,7 @@ def test_user_handle_facts_knowledge_search_threads_and_forget(mm: MemoryManager
     assert done.action == "created" and [f.id for f in mem.facts()] == [done.fact.id]
     assert [f.id for f in mem.recall()] == [done.fact.id]
     mem.write_knowledge("A disk quota error means the volume is full.", source="errors.md")
-    assert mem.knowledge("disk quota", k=1)[0].source == "errors.md"
+    assert mem.knowledge("disk quota", k=1)[0].item.source == "errors.md"
     mem.thread("t1").write("user", "The zebra export keeps failing")
     mem.thread("t2").write("user", "Lunch at noon")
     assert {r["thread_id"] for r in mem.threads()} == {"t1", "t2"}
@@ -137,3 +137,35 @@ def test_one_users_handle_cannot_reach_another_users_summary(mm: MemoryManager, 
         other.expand(sid)
     with pytest.raises(NotFoundError):
         other.thread(thread).expand(sid)
+
+
+def test_similarity_reads_return_hits_with_their_signals_and_rows_carry_no_score(mm: MemoryManager, user: str,
+                                                                                 thread: str) -> None:
+    import dataclasses
+
+    from memory import Entity, Fact, Hit, KnowledgeItem, Summary, Workflow
+
+    mm.write_knowledge("The zebra export writes CSV files nightly.", user_id=user)
+    mm.write_workflow("zebra export", "rerun the zebra export", ["check disk", "rerun"], user_id=user)
+    mm.write_entity("Zebra", "project", "the nightly zebra export", user_id=user)
+    mm.write_summary("the zebra export failed twice and was rerun", "zebra export rerun", user_id=user,
+                     thread_id=thread)
+    mm.remember("stable_fact", "User owns the zebra export job", user_id=user)
+    reads = {
+        KnowledgeItem: mm.read_knowledge("zebra export", user_id=user),
+        Workflow: mm.read_workflows("zebra export", user_id=user),
+        Entity: mm.read_entities("zebra export", user_id=user),
+        Summary: mm.read_summary_memory("zebra export", user_id=user),
+        Fact: mm.recall("zebra export", user_id=user),
+    }
+    for row_cls, hits in reads.items():
+        assert "score" not in {f.name for f in dataclasses.fields(row_cls)}
+        assert hits, row_cls
+        for hit in hits:
+            assert isinstance(hit, Hit) and isinstance(hit.item, row_cls)
+            assert set(hit.signals) == {"vector", "keyword"}
+            assert hit.signals["keyword"] > 0  # "zebra" and "export" are words of every row
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # without a query, the listings stay rows
+    assert all(isinstance(e, Entity) for e in mm.read_entities(user_id=user))
+    assert all(isinstance(f, Fact) for f in mm.recall(user_id=user))

@@ -147,9 +147,9 @@ def test_workflows_knowledge_and_summaries_with_odd_json_still_read(mm, sql_conn
     sql_conn.execute("UPDATE knowledge_memory SET metadata = %s::jsonb WHERE id = %s", (metadata, item.id))
     sql_conn.execute("UPDATE summary_memory SET metadata = %s::jsonb WHERE summary_id = %s",
                      (metadata, summary.summary_id))
-    [found] = [w for w in mm.read_workflows("zebra export", user_id=user) if w.id == wf.id]
+    [found] = [h.item for h in mm.read_workflows("zebra export", user_id=user) if h.item.id == wf.id]
     assert isinstance(found.steps, list)
-    assert all(isinstance(k.metadata, dict) for k in mm.read_knowledge("zebra", user_id=user))
+    assert all(isinstance(h.item.metadata, dict) for h in mm.read_knowledge("zebra", user_id=user))
     assert all(isinstance(s.metadata, dict) for s in mm.read_summaries(user_id=user))
     context = mm.build_context("zebra export", user_id=user, thread_id=thread)
     assert "zebra export" in context and "zebra reports export nightly" in context

@@ -191,14 +191,15 @@ def test_shared_workflows_are_read_by_all_but_written_by_the_owner_only(mm, app_
         app_mm.write_workflow("planted", "planted shared workflow", ["do it"], user_id=alice, shared=True)
     with pytest.raises(AccessDeniedError, match="schema owner"):
         app_mm.publish_workflow(str(mine.id), user_id=alice)
-    assert [w.name for w in app_mm.read_workflows("rotate the api key", user_id=bob, k=10) if w.name == mine.name] == []
+    assert [h.item.name for h in app_mm.read_workflows("rotate the api key", user_id=bob, k=10)
+            if h.item.name == mine.name] == []
     # The owner publishes it: a copy without user_id that every user reads.
     shared = mm.publish_workflow(str(mine.id), user_id=alice)
     assert shared.user_id is None and shared.id != mine.id and shared.name == mine.name
     seen_by_bob = app_mm.read_workflows("rotate the api key", user_id=bob, k=10)
-    assert [(w.id, w.user_id) for w in seen_by_bob if w.name == mine.name] == [(shared.id, None)]
+    assert [(h.item.id, h.item.user_id) for h in seen_by_bob if h.item.name == mine.name] == [(shared.id, None)]
     seen_by_alice = app_mm.read_workflows("rotate the api key", user_id=alice, k=10)
-    assert [w.id for w in seen_by_alice if w.name == mine.name] == [shared.id]  # not her twin as well
+    assert [h.item.id for h in seen_by_alice if h.item.name == mine.name] == [shared.id]  # not her twin as well
     # Bob may count a use of it, by exactly one; nothing else of it changes.
     before = sql_conn.execute("SELECT use_count, success_count FROM shared_workflow_memory WHERE id = %s",
                               (shared.id,)).fetchone()

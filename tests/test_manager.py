@@ -49,8 +49,10 @@ def test_knowledge_round_trip_and_similarity(mm, user):
     ], user_id=user)
     assert {i.source for i in items} == {"policy.md", "shipping.md"}
     hits = mm.read_knowledge("refund window electronics", user_id=user, k=1)
-    assert hits[0].id == items[0].id and hits[0].metadata == {"v": 2}
-    assert hits[0].score is not None and 0 < hits[0].score <= 1.0001
+    assert hits[0].item.id == items[0].id and hits[0].item.metadata == {"v": 2}
+    assert 0 < hits[0].signals["vector"] <= 1.0001  # the cosine similarity
+    assert hits[0].signals["keyword"] > 0  # "refund", "window" and "electronics" are in the passage
+    assert hits[0].score > 0 and hits[0].matched_by[0] == "vector"
 
 
 def test_workflow_round_trip_private_and_shared(schema_mm, user):
@@ -61,10 +63,11 @@ def test_workflow_round_trip_private_and_shared(schema_mm, user):
     shared = mm.write_workflow("export invoices", "export invoices to CSV", ["filter", "export"], user_id=other,
                                shared=True)
     got = mm.read_workflows("password reset link", user_id=user, k=5)
-    assert got[0].id == private.id and got[0].steps == ["verify identity", "send link"]
+    assert got[0].item.id == private.id and got[0].item.steps == ["verify identity", "send link"]
+    assert got[0].score == got[0].signals["vector"]  # merged across own and shared by cosine
     assert shared.user_id is None
-    assert any(w.id == shared.id for w in mm.read_workflows("export invoices csv", user_id=user, k=5))
-    assert all(w.id != private.id for w in mm.read_workflows("reset password", user_id=other, k=5))
+    assert any(h.item.id == shared.id for h in mm.read_workflows("export invoices csv", user_id=user, k=5))
+    assert all(h.item.id != private.id for h in mm.read_workflows("reset password", user_id=other, k=5))
     mm.record_workflow_use(str(private.id), user_id=user)
     with pytest.raises(NotFoundError):
         mm.record_workflow_use(str(private.id), user_id=other)
@@ -75,14 +78,14 @@ def test_entity_round_trip_counts_mentions(mm, user):
     again = mm.write_entity("Project Falcon", "project", "migration of billing to Postgres", user_id=user)
     assert again.mention_count == 2 and again.description == "migration of billing to Postgres"
     assert [e.name for e in mm.read_entities(user_id=user)] == ["Project Falcon"]
-    assert mm.read_entities("falcon billing", user_id=user, k=1)[0].id == again.id
+    assert mm.read_entities("falcon billing", user_id=user, k=1)[0].item.id == again.id
 
 
 def test_summary_by_id_similarity_and_reference(mm, user, thread):
     s = mm.write_summary("Customer asked about a late parcel to Oslo", "### Technical Information\nparcel",
                          user_id=user, thread_id=thread)
     assert mm.read_summary_by_id(str(s.summary_id), user_id=user).content.startswith("### Technical")
-    assert mm.read_summary_memory("late parcel Oslo", user_id=user, k=1)[0].summary_id == s.summary_id
+    assert mm.read_summary_memory("late parcel Oslo", user_id=user, k=1)[0].item.summary_id == s.summary_id
     assert mm.summary_references(user_id=user,
                                  thread_id=thread) == [f"[Summary ID: {s.summary_id}] Customer asked about a late parcel to Oslo"]
 
@@ -114,7 +117,7 @@ def test_user_b_sees_nothing_of_user_a(mm, user, thread):
     assert mm.read_conversational_memory(thread_id=thread, user_id=b) == []
     assert mm.read_thread(thread_id=thread, user_id=b) == []
     assert mm.read_knowledge("alpha launch secret", user_id=b) == []
-    assert all(w.user_id is None for w in mm.read_workflows("alpha launch", user_id=b))  # shared ones only
+    assert all(h.item.user_id is None for h in mm.read_workflows("alpha launch", user_id=b))  # shared ones only
     assert mm.read_entities(user_id=b) == [] and mm.read_entities("alpha", user_id=b) == []
     assert mm.read_summaries(user_id=b) == [] and mm.read_summary_memory("alpha launch", user_id=b) == []
     assert mm.read_tool_log(user_id=b) == [] and mm.list_threads(user_id=b) == []
@@ -122,7 +125,7 @@ def test_user_b_sees_nothing_of_user_a(mm, user, thread):
         mm.read_summary_by_id(s.summary_id, user_id=b)
     with pytest.raises(NotFoundError):
         mm.read_tool_log_entry(t.id, user_id=b)
-    assert mm.read_knowledge("alpha launch secret", user_id=user)[0].id == k.id
+    assert mm.read_knowledge("alpha launch secret", user_id=user)[0].item.id == k.id
 
 
 @pytest.mark.parametrize("bad, match", [

@@ -99,7 +99,7 @@ def test_in_the_public_schema_agentmem_leaves_another_apps_table_alone(other_app
             nulls = conn.execute("SELECT count(*) FROM public.workflow_memory WHERE user_id IS NULL").fetchone()
         assert "orders" not in sizes and "conversational_memory" in sizes
         assert moved == [("old",)] and nulls == (0,)
-        assert [w.name for w in mm.read_workflows("old shared", user_id="anyone")] == ["old"]
+        assert [h.item.name for h in mm.read_workflows("old shared", user_id="anyone")] == ["old"]
     finally:
         mm.close()
 
@@ -134,7 +134,7 @@ def test_the_names_the_check_accepts_work_in_every_migration(name, pg_uri, setti
             role = create_app_role(pg_uri, f"agentmem_nm_{uuid.uuid4().hex[:6]}", "pw", schema=name)
             app = MemoryManager.open(settings.with_(schema=name), embedder=HashEmbedder(), conninfo=role.conninfo)
             try:
-                assert [k.content for k in app.read_knowledge("name", user_id="zoe")] == ["the name works"]
+                assert [h.item.content for h in app.read_knowledge("name", user_id="zoe")] == ["the name works"]
                 assert app.read_knowledge("name", user_id="yan") == []
             finally:
                 app.close()

@@ -26,7 +26,7 @@ def test_paraphrased_query_finds_the_right_passage_among_many(real_mm, user):
     real_mm.write_knowledge_batch([{"content": p} for p in PASSAGES], user_id=user)
     for question, expected in QUERIES:
         for hybrid in (False, True):
-            top = real_mm.read_knowledge(question, user_id=user, k=1, hybrid=hybrid)[0]
+            top = real_mm.read_knowledge(question, user_id=user, k=1, hybrid=hybrid)[0].item
             assert expected in top.content, (question, hybrid, top.content)
 
 

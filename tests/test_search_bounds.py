@@ -50,16 +50,17 @@ def test_keyword_hit_without_embedding_is_a_hit_not_a_crash(mm: MemoryManager, s
     mm.write_knowledge("Zebras have stripes.", user_id=user, source="zoo.md")
 
     hits = mm.read_knowledge(f"tell me about {w}", user_id=user, k=5)
-    plain = next(h for h in hits if h.content == f"{w} facts")
-    assert plain.score == 0.0  # no vector: no cosine, still found by its keyword
+    plain = next(h for h in hits if h.item.content == f"{w} facts")
+    assert plain.signals["vector"] == 0.0 and plain.signals["keyword"] > 0  # no vector: found by its keyword
+    assert plain.matched_by == ("keyword",)
     assert all(isinstance(h.score, float) for h in hits)
 
     # The shared row meets every user who searches its word (a keyword-only hit ranks
     # after the vector ones in the fusion, so ask for enough rows to reach it).
     for someone in (user, f"other-{uuid.uuid4().hex[:8]}"):
         found = mm.read_workflows(f"{w} crossing", user_id=someone, k=200)
-        shared = [f for f in found if f.name == f"{w} crossing"]
-        assert shared and shared[0].score == 0.0 and all(isinstance(f.score, float) for f in found)
+        shared = [h for h in found if h.item.name == f"{w} crossing"]
+        assert shared and shared[0].score == 0.0 and all(isinstance(h.score, float) for h in found)
 
     context = mm.build_context(f"what about the {w}?", user_id=user, thread_id=thread)  # reads the shared workflows too
     assert f"{w} facts" in context

@@ -61,7 +61,7 @@ def _session(mm, user: str, thread: str) -> None:
                       user_id=user, query="disk full")
     workflows = mm.read_workflows("disk is full", user_id=user)
     if workflows:
-        mm.record_workflow_use(str(workflows[0].id), user_id=user)
+        mm.record_workflow_use(str(workflows[0].item.id), user_id=user)
     pref = mm.remember("preference", "Prefers weekly backups", user_id=user).fact
     mm.remember("preference", "Prefers weekly backups", user_id=user)  # the same: unchanged
     mm.remember("stable_fact", "Lives in Oslo", user_id=user)

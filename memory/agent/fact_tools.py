@@ -92,7 +92,8 @@ def fact_tools(mm: Any, *, user_id: UserRef) -> list[Callable[..., dict[str, Any
             query: what to look for; empty lists every saved fact.
         """
         try:
-            facts = mm.recall(query or None, user_id=user(), k=max(mm.settings.max_active_facts, 1))
+            k = max(mm.settings.max_active_facts, 1)
+            facts = [h.item for h in mm.recall(query, user_id=user(), k=k)] if query else mm.recall(user_id=user(), k=k)
         except (InvalidInputError, NotFoundError) as exc:
             return tool_error(exc).to_dict()
         return {"status": "ok", "facts": [fact_dict(f) for f in facts]}

@@ -169,16 +169,18 @@ class MemoryAgent:
     def _parts(self, message: str, uid: str, tid: str) -> ContextParts:
         mm, k = self.mm, self.k_memory
         knowledge = mm.read_knowledge(message, user_id=uid, k=3 * k)
-        vectors = mm.embeddings.embed([item.content[:4000] for item in knowledge]) if knowledge else []
+        vectors = mm.embeddings.embed([hit.item.content[:4000] for hit in knowledge]) if knowledge else []
         return ContextParts(
             instructions=self.instructions,
             user_message=message,
             conversation=mm.read_conversational_memory(thread_id=tid, user_id=uid),
             facts=[fact_line(f) for f in mm.read_facts(user_id=uid)],
             summaries=[s.reference for s in mm.read_summaries(user_id=uid, thread_id=tid)],
-            workflows=[workflow_line(w) for w in mm.read_workflows(message, user_id=uid, k=k)],
-            entities=[entity_line(e) for e in mm.read_entities(message, user_id=uid, k=k)],
-            passages=[Passage(knowledge_line(item), item.score or 0.0, vec) for item, vec in zip(knowledge, vectors)],
+            workflows=[workflow_line(h.item) for h in mm.read_workflows(message, user_id=uid, k=k)],
+            entities=[entity_line(h.item) for h in mm.read_entities(message, user_id=uid, k=k)],
+            # relevance for MMR and placement: the passage's cosine similarity to the message
+            passages=[Passage(knowledge_line(hit.item), hit.signals["vector"], vec)
+                      for hit, vec in zip(knowledge, vectors)],
         )
 
     def monitor(self, parts: ContextParts) -> ContextStatus:
@@ -318,9 +320,10 @@ class MemoryAgent:
         if not steps or any(c.status != "ok" for c in calls):
             return False
         names = [c.name for c in calls if c.status == "ok" and c.name not in MEMORY_TOOLS]
-        for known in self.mm.read_workflows(message, user_id=uid, k=1):
+        for hit in self.mm.read_workflows(message, user_id=uid, k=1):
+            known = hit.item
             if known.user_id == uid and [s.get("tool") for s in known.steps if isinstance(s, dict)] == names \
-                    and (known.score or 0) > 0.8:
+                    and hit.signals["vector"] > 0.8:
                 self.mm.record_workflow_use(str(known.id), user_id=uid)
                 return True
         self.mm.write_workflow(" -> ".join(names)[:200], f"Handle requests like: {message[:300]}", steps, user_id=uid,

@@ -1,4 +1,7 @@
-"""Typed rows. Each dataclass mirrors its table; reads return these, never tuples."""
+"""Typed rows. Each dataclass mirrors its table; reads return these, never tuples.
+
+A row carries no score: a similarity read wraps each row in a ``memory.retrieval.hits.Hit``.
+"""
 
 from __future__ import annotations
 
@@ -48,7 +51,6 @@ class Summary:
     source_tokens: int | None = None
     summary_tokens: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    score: float | None = None
 
     def __post_init__(self) -> None:
         self.metadata = readable_object(self.metadata)
@@ -66,7 +68,6 @@ class KnowledgeItem:
     source: str
     metadata: dict[str, Any]
     created_at: datetime
-    score: float | None = None
 
     def __post_init__(self) -> None:
         self.metadata = readable_object(self.metadata)
@@ -84,7 +85,6 @@ class Workflow:
     success_count: int
     use_count: int
     created_at: datetime
-    score: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, list):
@@ -101,7 +101,6 @@ class Entity:
     mention_count: int
     first_seen: datetime
     last_seen: datetime
-    score: float | None = None
 
 
 @dataclass
@@ -116,7 +115,6 @@ class Fact:
     source_message_id: int | None
     created_at: datetime
     updated_at: datetime
-    score: float | None = None
 
     @property
     def active(self) -> bool:

@@ -11,8 +11,8 @@ SET LOCAL settings): the nearest rows by
 cosine distance (HNSW, iterative scan so a user filter cannot starve the result), the
 best full-text matches among a bounded set of candidates from the gin index, and
 their weighted reciprocal rank fusion, all in SQL. Each hit keeps its cosine
-similarity as ``score`` so callers can apply an absolute threshold (0 for a row
-written without an embedding).
+similarity as its ``"vector"`` signal so callers can apply an absolute threshold (0
+for a row written without an embedding).
 """
 
 from __future__ import annotations
@@ -23,21 +23,21 @@ from typing import Any, Iterable, Sequence, TypeVar
 
 import numpy as np
 from psycopg import sql
-from psycopg.rows import class_row
+from psycopg.rows import class_row, dict_row
 
 from memory.store.db import Database
 from memory.retrieval.embeddings import EmbeddingService
 from memory.retrieval.speakers import SpeakerNames
 from memory.retrieval.fusion import RRF_K
+from memory.retrieval.hits import Hit
 from memory.settings import Settings
 from memory.errors import InvalidInputError
 from memory.store.validation import check_id, check_positive_int, check_text
 
 T = TypeVar("T")
 
-def columns_of(cls: type, *, skip: Iterable[str] = ("score",)) -> list[str]:
-    skipped = set(skip)
-    return [f.name for f in dataclasses.fields(cls) if f.name not in skipped]
+def columns_of(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
 
 
 def select_list(cls: type, alias: str | None = None) -> sql.Composable:
@@ -136,8 +136,16 @@ class Table:
         keyword_weight: float | None = None,
         vector_weight: float = 1.0,
         columns: sql.Composable | None = None,
-    ) -> list[T]:
+    ) -> list[Hit[T]]:
         """Rows of ``table`` matching ``where`` ranked for ``query`` (vector + keyword), one statement.
+
+        Each comes back as a :class:`~memory.retrieval.hits.Hit`: ``score`` is the weighted
+        reciprocal rank fusion the list is ordered by (``vector_weight / (60 + vector rank)
+        + keyword_weight / (60 + keyword rank)``, a rank score: compare it within one
+        result list only); ``signals["vector"]`` is the cosine similarity of the row to the
+        query (-1..1, 0 for a row written without an embedding), the value to apply an
+        absolute threshold to; ``signals["keyword"]`` is the ``ts_rank_cd`` of the
+        query's words in the row (0 when the keyword half did not rank it).
 
         The keyword half matches ANY of the query's stemmed words (a sentence query
         ANDed word by word would match almost nothing), ranked by ``ts_rank_cd``, and
@@ -158,14 +166,10 @@ class Table:
         args = dict(params, qvec=qvec, pool=pool, q=query, k=k, hybrid=hybrid, vw=float(vector_weight),
                     kww=float(keyword_weight), rrf_k=RRF_K, max_terms=self.settings.search_max_terms,
                     cap=self.settings.search_term_candidates)
-        with self.db.connection(params.get("uid")) as conn, conn.cursor(row_factory=class_row(row_cls)) as cur:
+        with self.db.connection(params.get("uid")) as conn, conn.cursor(row_factory=dict_row) as cur:
             self._search_settings(conn)
-            hits = cur.execute(stmt, args).fetchall()
-        for hit in hits:
-            # A row written without an embedding (plain SQL, a shared row) has no cosine: 0.
-            score = getattr(hit, "score", None)
-            hit.score = 0.0 if score is None else float(score)  # type: ignore[attr-defined]
-        return hits
+            rows = cur.execute(stmt, args).fetchall()
+        return [_hit(row_cls, row) for row in rows]
 
 
 #: The model reads the first few hundred tokens; longer texts are cut before embedding.
@@ -191,7 +195,7 @@ _SIMILAR = (
     "   SELECT {key} AS key FROM {tbl} WHERE %(hybrid)s AND search_tsv @@ terms.lit::tsquery AND ({where})"
     "   LIMIT %(cap)s) c),"
     # (equal keyword ranks, common with short texts, go to the row closer to the query)
-    " kw AS (SELECT key, row_number() OVER (ORDER BY rank DESC, d NULLS LAST, key) AS r FROM ("
+    " kw AS (SELECT key, rank, row_number() OVER (ORDER BY rank DESC, d NULLS LAST, key) AS r FROM ("
     "   SELECT x.{key} AS key, ts_rank_cd(x.search_tsv, tsq.tq) AS rank, x.embedding <=> %(qvec)s AS d"
     "   FROM {tbl} x JOIN kwc ON kwc.key = x.{key} CROSS JOIN tsq WHERE ({where})"
     "   ORDER BY rank DESC, d NULLS LAST, key LIMIT %(pool)s) k),"
@@ -200,9 +204,17 @@ _SIMILAR = (
     "   SELECT key, r, %(vw)s::float8 AS w, r AS tb FROM vec"
     "   UNION ALL SELECT key, r, %(kww)s::float8, %(pool)s + r FROM kw) u"
     "   GROUP BY key ORDER BY f DESC, tb LIMIT %(k)s)"
-    " SELECT {cols}, 1 - (x.embedding <=> %(qvec)s) AS score FROM {tbl} x JOIN fused ON fused.key = x.{key}"
+    " SELECT {cols}, fused.f AS hit_score, 1 - (x.embedding <=> %(qvec)s) AS hit_vector, kw.rank AS hit_keyword"
+    " FROM {tbl} x JOIN fused ON fused.key = x.{key} LEFT JOIN kw ON kw.key = x.{key}"
     " WHERE ({where}) ORDER BY fused.f DESC, fused.tb"
 )
+
+
+def _hit(row_cls: type[T], row: dict[str, Any]) -> Hit[T]:
+    # A row written without an embedding (plain SQL, a shared row) has no cosine: 0.
+    score, vector, keyword = row.pop("hit_score"), row.pop("hit_vector"), row.pop("hit_keyword")
+    return Hit(row_cls(**row), float(score),
+               {"vector": 0.0 if vector is None else float(vector), "keyword": 0.0 if keyword is None else float(keyword)})
 
 
 def _similar_statement(table: str, row_cls: type, where: sql.Composable,

@@ -68,7 +68,7 @@ class Corrections(Table):
                                                               tid)).fetchone()
                 if found is None:
                     raise NotFoundError(f"message {message_id} not found in this thread for this user")
-            category = None
+            category: str | None = None
             if fid is not None:
                 row = conn.execute("SELECT category FROM fact_memory WHERE id = %s AND user_id = %s"
                                    " AND valid_to IS NULL", (fid, uid)).fetchone()
@@ -83,7 +83,8 @@ class Corrections(Table):
             assert message is not None
             fact = None
             if fid is not None:
-                fact = self.facts.apply(conn, category, fact_content, vectors[1], user_id=uid,  # type: ignore[arg-type]
+                assert category is not None and fact_content is not None  # both set above when fid is
+                fact = self.facts.apply(conn, category, fact_content, vectors[1], user_id=uid,
                                         target=fid, source_message_id=message.id)
         assert message is not None
         return Correction(message, fact)

@@ -6,10 +6,13 @@ the longer description, so repeated mentions never duplicate rows.
 
 from __future__ import annotations
 
+from typing import overload
+
 from psycopg import sql
 from psycopg.rows import class_row
 
 from memory.tables.base import Table, select_list
+from memory.retrieval.hits import Hit
 from memory.store.rows import Entity
 from memory.store.validation import check_text
 
@@ -34,21 +37,33 @@ class Entities(Table):
             "   THEN EXCLUDED.description ELSE e.description END,"
             " embedding = CASE WHEN length(EXCLUDED.description) > length(e.description)"
             "   THEN EXCLUDED.embedding ELSE e.embedding END"
-            " RETURNING {cols}, NULL::float8 AS score"
+            " RETURNING {cols}"
         ).format(cols=select_list(Entity))
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Entity)) as cur:
             row = cur.execute(stmt, (uid, name, entity_type, description, vec)).fetchone()
         assert row is not None
         return row
 
-    def read_entities(self, query: str | None = None, *, user_id: str, k: int = 10) -> list[Entity]:
-        """Entities relevant to ``query``, or the most recently seen ones without a query."""
+    @overload
+    def read_entities(self, query: None = None, *, user_id: str, k: int = 10) -> list[Entity]: ...
+
+    @overload
+    def read_entities(self, query: str, *, user_id: str, k: int = 10) -> list[Hit[Entity]]: ...
+
+    def read_entities(self, query: str | None = None, *, user_id: str,
+                      k: int = 10) -> list[Entity] | list[Hit[Entity]]:
+        """Entities relevant to ``query`` as hits, or (no query) the most recently seen ones as rows.
+
+        A hit's ``score`` is the vector + keyword rank fusion the list is ordered by
+        (compare within one list); ``signals["vector"]``: cosine similarity of
+        "name (type): description" to the query; ``signals["keyword"]``: ``ts_rank_cd``.
+        """
         uid = self._uid(user_id)
         if query is not None:
             return self._similar("entity_memory", Entity, query, sql.SQL("user_id = %(uid)s"), {"uid": uid},
                                  k=self._k(k))
         stmt = sql.SQL(
-            "SELECT {cols}, NULL::float8 AS score FROM entity_memory WHERE user_id = %s"
+            "SELECT {cols} FROM entity_memory WHERE user_id = %s"
             " ORDER BY last_seen DESC LIMIT %s"
         ).format(cols=select_list(Entity))
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Entity)) as cur:

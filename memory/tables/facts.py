@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from psycopg import sql
@@ -30,11 +30,12 @@ from memory.tables.base import Table, select_list
 from memory.errors import FactCategoryError, FactRejectedError, FactTooLongError, NotFoundError, TooManyFactsError
 from memory.tables.fact_rules import Candidate, Decision, decide
 from memory.context.render import format_facts
+from memory.retrieval.hits import Hit
 from memory.store.rows import FACT_CATEGORIES, Fact
 from memory.store.validation import check_bool, check_text, check_uuid
 
 _COLS = select_list(Fact)
-_ACTIVE = sql.SQL("SELECT {cols}, NULL::float8 AS score FROM fact_memory WHERE user_id = %s AND valid_to IS NULL"
+_ACTIVE = sql.SQL("SELECT {cols} FROM fact_memory WHERE user_id = %s AND valid_to IS NULL"
                   " ORDER BY valid_from, id").format(cols=_COLS)
 
 
@@ -122,33 +123,34 @@ class Facts(Table):
                 f"this user already has {len(rows)} active facts; the limit is {self.settings.max_active_facts}",
                 hint="forget(fact_id) one that no longer matters (recall lists them), "
                      "or restate an existing fact so it is updated instead")
+        target_key = decision.target.key if decision.target is not None else None
         with conn.cursor(row_factory=class_row(Fact)) as cur:
             previous = None
-            if decision.target is not None:
-                previous = cur.execute(sql.SQL("SELECT {cols}, NULL::float8 AS score FROM fact_memory"
+            if target_key is not None:
+                previous = cur.execute(sql.SQL("SELECT {cols} FROM fact_memory"
                                                " WHERE user_id = %s AND id = %s")
-                                       .format(cols=_COLS), (uid, decision.target.key)).fetchone()
+                                       .format(cols=_COLS), (uid, target_key)).fetchone()
             if decision.action == "unchanged":
                 fact = cur.execute(sql.SQL("UPDATE fact_memory SET updated_at = clock_timestamp()"
                                            " WHERE user_id = %s AND id = %s"
-                                           " RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
-                                   (uid, decision.target.key)).fetchone()  # type: ignore[union-attr]
+                                           " RETURNING {cols}").format(cols=_COLS),
+                                   (uid, target_key)).fetchone()
             elif decision.action == "updated":
                 fact = cur.execute(sql.SQL(
                     "UPDATE fact_memory SET content = %s, category = %s, embedding = %s,"
                     " source_message_id = coalesce(%s, source_message_id), updated_at = clock_timestamp()"
-                    " WHERE user_id = %s AND id = %s RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
-                    (content, category, vec, source_message_id, uid, decision.target.key)).fetchone()  # type: ignore[union-attr]
+                    " WHERE user_id = %s AND id = %s RETURNING {cols}").format(cols=_COLS),
+                    (content, category, vec, source_message_id, uid, target_key)).fetchone()
             else:
                 fact = cur.execute(sql.SQL(
                     "INSERT INTO fact_memory (user_id, category, content, source_message_id, embedding)"
-                    " VALUES (%s, %s, %s, %s, %s) RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
+                    " VALUES (%s, %s, %s, %s, %s) RETURNING {cols}").format(cols=_COLS),
                     (uid, category, content, source_message_id, vec)).fetchone()
                 if decision.action == "superseded":
                     assert fact is not None and decision.target is not None
                     previous = cur.execute(sql.SQL(
                         "UPDATE fact_memory SET valid_to = %s, superseded_by = %s, updated_at = clock_timestamp()"
-                        " WHERE user_id = %s AND id = %s RETURNING {cols}, NULL::float8 AS score").format(cols=_COLS),
+                        " WHERE user_id = %s AND id = %s RETURNING {cols}").format(cols=_COLS),
                         (fact.valid_from, fact.id, uid, decision.target.key)).fetchone()
         assert fact is not None
         return Remembered(decision.action, fact, previous, decision.reason)
@@ -164,11 +166,11 @@ class Facts(Table):
                 conn.execute("UPDATE fact_memory SET superseded_by = NULL WHERE user_id = %s AND superseded_by = %s",
                              (uid, fid))
                 stmt = sql.SQL("DELETE FROM fact_memory WHERE id = %s AND user_id = %s"
-                               " RETURNING {cols}, NULL::float8 AS score")
+                               " RETURNING {cols}")
             else:
                 stmt = sql.SQL("UPDATE fact_memory SET valid_to = clock_timestamp(), updated_at = clock_timestamp()"
                                " WHERE id = %s AND user_id = %s AND valid_to IS NULL"
-                               " RETURNING {cols}, NULL::float8 AS score")
+                               " RETURNING {cols}")
             row = cur.execute(stmt.format(cols=_COLS), (fid, uid)).fetchone()
         if row is None:
             raise NotFoundError(f"fact {fid} is not an active fact of this user")
@@ -181,22 +183,38 @@ class Facts(Table):
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
             return cur.execute(_ACTIVE, (uid,)).fetchall()
 
-    def recall(self, query: str | None = None, *, user_id: str, k: int = 10,
-               include_history: bool = False) -> list[Fact]:
-        """Active facts most relevant to ``query`` (all active facts without one).
+    @overload
+    def recall(self, query: None = None, *, user_id: str, k: int = 10,
+               include_history: bool = False) -> list[Fact]: ...
 
-        ``include_history`` also returns retired and superseded versions.
+    @overload
+    def recall(self, query: str, *, user_id: str, k: int = 10, include_history: bool = False) -> list[Hit[Fact]]: ...
+
+    def recall(self, query: str | None = None, *, user_id: str, k: int = 10,
+               include_history: bool = False) -> list[Fact] | list[Hit[Fact]]:
+        """Active facts most relevant to ``query`` as hits (no query: every active fact, as rows).
+
+        ``include_history`` also returns retired and superseded versions. A hit's
+        ``score`` is the vector + keyword rank fusion the list is ordered by (compare
+        within one list); ``signals["vector"]``: cosine similarity of the fact to the
+        query; ``signals["keyword"]``: ``ts_rank_cd``. A blank query lists the facts
+        oldest first as hits of score 0 with no signals.
         """
         uid = self._uid(user_id)
         check_bool(include_history, "include_history")
         active = sql.SQL("") if include_history else sql.SQL(" AND valid_to IS NULL")
-        if query is not None and not (isinstance(query, str) and not query.strip()):
-            return self._similar("fact_memory", Fact, query, sql.SQL("user_id = %(uid)s") + active,  # type: ignore[arg-type]
-                                 {"uid": uid}, k=self._k(k))
-        stmt = sql.SQL("SELECT {cols}, NULL::float8 AS score FROM fact_memory WHERE user_id = %s{active}"
+        if query is None:
+            return self._listing(uid, active, self._k(k))
+        if isinstance(query, str) and not query.strip():
+            return [Hit(f, 0.0) for f in self._listing(uid, active, self._k(k))]
+        return self._similar("fact_memory", Fact, query, sql.Composed([sql.SQL("user_id = %(uid)s"), active]),
+                             {"uid": uid}, k=self._k(k))
+
+    def _listing(self, uid: str, active: sql.SQL, k: int) -> list[Fact]:
+        stmt = sql.SQL("SELECT {cols} FROM fact_memory WHERE user_id = %s{active}"
                        " ORDER BY valid_from, id LIMIT %s").format(cols=_COLS, active=active)
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
-            return cur.execute(stmt, (uid, self._k(k))).fetchall()
+            return cur.execute(stmt, (uid, k)).fetchall()
 
     def fact_history(self, fact_id: str | uuid.UUID, *, user_id: str) -> list[Fact]:
         """Every version in the supersession chain through ``fact_id``, oldest first."""
@@ -207,7 +225,7 @@ class Facts(Table):
             " fwd(id) AS (SELECT id FROM fact_memory WHERE id = %(fid)s AND user_id = %(uid)s"
             " UNION SELECT f.superseded_by FROM fact_memory f JOIN fwd ON f.id = fwd.id"
             " WHERE f.superseded_by IS NOT NULL AND f.user_id = %(uid)s)"
-            " SELECT {cols}, NULL::float8 AS score FROM fact_memory WHERE user_id = %(uid)s"
+            " SELECT {cols} FROM fact_memory WHERE user_id = %(uid)s"
             " AND id IN (SELECT id FROM back UNION SELECT id FROM fwd) ORDER BY valid_from, id"
         ).format(cols=_COLS)
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:

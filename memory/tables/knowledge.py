@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 
 from memory.tables.base import Table, insert_returning, select_list
 from memory.errors import InvalidInputError
+from memory.retrieval.hits import Hit
 from memory.store.rows import KnowledgeItem
 from memory.store.validation import check_bool, check_object, check_text
 
@@ -42,13 +43,20 @@ class Knowledge(Table):
         stmt = sql.SQL(
             "INSERT INTO knowledge_memory (user_id, content, source, metadata, content_hash, embedding)"
             " VALUES (%(user_id)s, %(content)s, %(source)s, %(metadata)s, %(content_hash)s, %(embedding)s)"
-            " RETURNING {cols}, NULL::float8 AS score"
+            " RETURNING {cols}"
         ).format(cols=select_list(KnowledgeItem))
         with self.db.connection(uid) as conn:
             return insert_returning(conn, stmt, rows, KnowledgeItem)
 
-    def read_knowledge(self, query: str, *, user_id: str, k: int = 5, hybrid: bool = True) -> list[KnowledgeItem]:
-        """Passages of this user most relevant to ``query``."""
+    def read_knowledge(self, query: str, *, user_id: str, k: int = 5,
+                       hybrid: bool = True) -> list[Hit[KnowledgeItem]]:
+        """Passages of this user most relevant to ``query``, best first.
+
+        ``score``: the vector + keyword rank fusion the list is ordered by (compare within
+        one list); ``signals["vector"]``: cosine similarity to the query (threshold this);
+        ``signals["keyword"]``: ``ts_rank_cd`` of the query's words (0 if unranked).
+        ``hybrid=False`` ranks by the vector alone.
+        """
         uid = self._uid(user_id)
         check_bool(hybrid, "hybrid")
         return self._similar("knowledge_memory", KnowledgeItem, query, sql.SQL("user_id = %(uid)s"),

@@ -28,7 +28,7 @@ to clear.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, LiteralString, Sequence
 
 import psycopg
 from psycopg import sql
@@ -65,7 +65,7 @@ ForeignKey = tuple[str, str, str, Sequence[str], Sequence[str], int]
 def _foreign_keys(conn: psycopg.Connection, schema: str) -> list[ForeignKey]:
     """Foreign keys between agentmem's own tables."""
     ours = base_tables(conn, schema)
-    return [tuple(r) for r in conn.execute(_FKS, (schema, ours, ours))]  # type: ignore[misc]
+    return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in conn.execute(_FKS, (schema, ours, ours))]
 
 
 def referencing_first(tables: list[str], fks: Sequence[ForeignKey]) -> list[str]:
@@ -97,7 +97,7 @@ def purge_expired(db: Database, settings: Settings, *, now: datetime | None = No
     """Delete expired rows in every table; returns rows deleted per table (zeros included)."""
     with db.connection() as conn:
         require_owner(conn, "purge")
-        at = now or conn.execute("SELECT clock_timestamp()").fetchone()[0]  # type: ignore[index]
+        at = now or _scalar(conn, "SELECT clock_timestamp()")
         columns = _columns(conn, db.schema)
         fks = _foreign_keys(conn, db.schema)
         for table, days in settings.retention_days.items():
@@ -151,9 +151,14 @@ def forget_user(db: Database, *, user_id: str) -> dict[str, int]:
 
 def rows_of_user(conn: psycopg.Connection, schema: str, *, user_id: str) -> dict[str, int]:
     """Rows of ``user_id`` per per-user table of agentmem (run it in a transaction scoped to the user)."""
-    return {table: conn.execute(sql.SQL("SELECT count(*) FROM {}.{} WHERE user_id = %s").format(
-        sql.Identifier(schema), sql.Identifier(table)), (user_id,)).fetchone()[0]  # type: ignore[index]
-        for table in user_tables(conn, schema)}
+    return {table: _scalar(conn, sql.SQL("SELECT count(*) FROM {}.{} WHERE user_id = %s").format(
+        sql.Identifier(schema), sql.Identifier(table)), (user_id,)) for table in user_tables(conn, schema)}
+
+
+def _scalar(conn: psycopg.Connection, query: LiteralString | sql.Composed, params: Sequence[Any] = ()) -> Any:
+    row = conn.execute(query, params).fetchone()
+    assert row is not None  # an aggregate or a function call: always one row
+    return row[0]
 
 
 class Retention(Table):

@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 
 from memory.tables.base import Table, select_list
 from memory.errors import NotFoundError
+from memory.retrieval.hits import Hit
 from memory.store.rows import Summary
 from memory.store.validation import (check_count, check_datetime, check_object, check_optional_count, check_positive_int,
                          check_text, check_uuid)
@@ -26,7 +27,7 @@ _INSERT = sql.SQL(
     " first_message_at, last_message_at, source_tokens, summary_tokens, metadata, embedding)"
     " VALUES (%(summary_id)s, %(user_id)s, %(thread_id)s, %(description)s, %(content)s, %(source_count)s,"
     " %(first_message_at)s, %(last_message_at)s, %(source_tokens)s, %(summary_tokens)s, %(metadata)s,"
-    " %(embedding)s) RETURNING {cols}, NULL::float8 AS score"
+    " %(embedding)s) RETURNING {cols}"
 )
 
 
@@ -56,9 +57,9 @@ class Summaries(Table):
     def insert(self, conn: Any, row: dict[str, Any]) -> Summary:
         """Insert a row made by :meth:`prepare` inside the caller's transaction."""
         with conn.cursor(row_factory=class_row(Summary)) as cur:
-            out = cur.execute(_INSERT.format(cols=select_list(Summary)), row).fetchone()
+            out: Summary | None = cur.execute(_INSERT.format(cols=select_list(Summary)), row).fetchone()
         assert out is not None
-        return out  # type: ignore[no-any-return]
+        return out
 
     def write_summary(self, description: str, content: str, *, user_id: str, thread_id: str | None = None,
                       source_count: int = 0, first_message_at: datetime | None = None,
@@ -73,7 +74,7 @@ class Summaries(Table):
     def read_summary_by_id(self, summary_id: str | uuid.UUID, *, user_id: str) -> Summary:
         """The summary, if it is this user's; NotFoundError otherwise."""
         sid, uid = check_uuid(summary_id, "summary_id"), self._uid(user_id)
-        stmt = sql.SQL("SELECT {cols}, NULL::float8 AS score FROM summary_memory"
+        stmt = sql.SQL("SELECT {cols} FROM summary_memory"
                        " WHERE summary_id = %s AND user_id = %s").format(cols=select_list(Summary))
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
             row = cur.execute(stmt, (sid, uid)).fetchone()
@@ -86,15 +87,20 @@ class Summaries(Table):
         uid = self._uid(user_id)
         tid = self._tid(thread_id) if thread_id is not None else None
         stmt = sql.SQL(
-            "SELECT * FROM (SELECT {cols}, NULL::float8 AS score FROM summary_memory WHERE user_id = %s"
+            "SELECT * FROM (SELECT {cols} FROM summary_memory WHERE user_id = %s"
             " AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC LIMIT %s) s ORDER BY created_at"
         ).format(cols=select_list(Summary))
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
             return cur.execute(stmt, (uid, tid, tid, check_positive_int(limit, "limit", maximum=1000))).fetchall()
 
     def read_summary_memory(self, query: str, *, user_id: str, k: int = 3,
-                            thread_id: str | None = None) -> list[Summary]:
-        """Summaries most relevant to ``query``."""
+                            thread_id: str | None = None) -> list[Hit[Summary]]:
+        """Summaries most relevant to ``query`` (of one thread, if given), best first.
+
+        ``score``: the vector + keyword rank fusion the list is ordered by (compare within
+        one list); ``signals["vector"]``: cosine similarity of label + content to the
+        query; ``signals["keyword"]``: ``ts_rank_cd`` of the query's words (0 if unranked).
+        """
         uid = self._uid(user_id)
         where = sql.SQL("user_id = %(uid)s")
         params: dict[str, Any] = {"uid": uid}

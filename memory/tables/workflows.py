@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from memory.tables.base import Table, columns_of, select_list
 from memory.errors import AccessDeniedError, InvalidInputError, NotFoundError
+from memory.retrieval.hits import Hit
 from memory.store.rows import Workflow
 from memory.store.validation import check_bool, check_json, check_text, check_uuid
 
@@ -64,12 +65,12 @@ class Workflows(Table):
         if shared:
             stmt = sql.SQL(
                 "INSERT INTO shared_workflow_memory (name, description, query, steps, outcome, embedding)"
-                " VALUES (%s, %s, %s, %s, %s, %s) RETURNING {cols}, NULL::float8 AS score"
+                " VALUES (%s, %s, %s, %s, %s, %s) RETURNING {cols}"
             ).format(cols=_shared_columns())
         else:
             stmt = sql.SQL(
                 "INSERT INTO workflow_memory (user_id, name, description, query, steps, outcome, embedding)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {cols}, NULL::float8 AS score"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {cols}"
             ).format(cols=select_list(Workflow))
             values.insert(0, uid)
         try:
@@ -92,7 +93,7 @@ class Workflows(Table):
         stmt = sql.SQL(
             "INSERT INTO shared_workflow_memory (name, description, query, steps, outcome, embedding, published_from)"
             " SELECT name, description, query, steps, outcome, embedding, id FROM workflow_memory"
-            " WHERE id = %s AND user_id = %s RETURNING {cols}, NULL::float8 AS score"
+            " WHERE id = %s AND user_id = %s RETURNING {cols}"
         ).format(cols=_shared_columns())
         try:
             with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Workflow)) as cur:
@@ -103,8 +104,14 @@ class Workflows(Table):
             raise NotFoundError(f"workflow {wid} not found for user {uid!r}")
         return row
 
-    def read_workflows(self, query: str, *, user_id: str, k: int = 3, hybrid: bool = True) -> list[Workflow]:
-        """This user's workflows and shared ones, most relevant first."""
+    def read_workflows(self, query: str, *, user_id: str, k: int = 3, hybrid: bool = True) -> list[Hit[Workflow]]:
+        """This user's workflows and shared ones, most relevant first.
+
+        Each table is searched on its own (vector + keyword, see ``Table._similar``) and
+        the two lists are merged by cosine similarity, so here a hit's ``score`` is its
+        cosine similarity to the query (the same value as ``signals["vector"]``; 0 for a
+        row without an embedding); ``signals["keyword"]`` is its ``ts_rank_cd``.
+        """
         uid, k = self._uid(user_id), self._k(k)
         check_bool(hybrid, "hybrid")
         own = self._similar("workflow_memory", Workflow, query, sql.SQL("user_id = %(uid)s"), {"uid": uid},
@@ -112,10 +119,10 @@ class Workflows(Table):
         shared = self._similar(SHARED_TABLE, Workflow, query, sql.SQL("true"), {"uid": uid}, k=k, hybrid=hybrid,
                                columns=_shared_columns())
         if shared:
-            published = self._published_from([w.id for w in own], uid)
-            own = [w for w in own if w.id not in published]
-        merged = sorted(own + shared, key=lambda w: -(w.score if w.score is not None else float("-inf")))
-        return merged[:k]
+            published = self._published_from([h.item.id for h in own], uid)
+            own = [h for h in own if h.item.id not in published]
+        merged = sorted(own + shared, key=lambda h: -h.signals["vector"])
+        return [Hit(h.item, h.signals["vector"], h.signals) for h in merged[:k]]
 
     def _published_from(self, ids: list[Any], uid: str) -> set[Any]:
         if not ids:
