@@ -139,9 +139,11 @@ def test_one_users_handle_cannot_reach_another_users_summary(mm: MemoryManager, 
         other.thread(thread).expand(sid)
 
 
-def test_similarity_reads_return_hits_with_their_signals_and_rows_carry_no_score(mm: MemoryManager, user: str,
-                                                                                 thread: str) -> None:
+def test_similarity_reads_return_hits_with_their_signals_and_rows_carry_no_score(schema_mm: MemoryManager,
+                                                                                 user: str, thread: str) -> None:
     import dataclasses
+
+    mm = schema_mm  # an own schema: shared workflows of other tests would rank here too
 
     from memory import Entity, Fact, Hit, KnowledgeItem, Summary, Workflow
 

@@ -213,8 +213,9 @@ _SIMILAR = (
 def _hit(row_cls: type[T], row: dict[str, Any]) -> Hit[T]:
     # A row written without an embedding (plain SQL, a shared row) has no cosine: 0.
     score, vector, keyword = row.pop("hit_score"), row.pop("hit_vector"), row.pop("hit_keyword")
-    return Hit(row_cls(**row), float(score),
-               {"vector": 0.0 if vector is None else float(vector), "keyword": 0.0 if keyword is None else float(keyword)})
+    signals = {"vector": 0.0 if vector is None else float(vector),
+               "keyword": 0.0 if keyword is None else float(keyword)}
+    return Hit(row_cls(**row), float(score), signals)
 
 
 def _similar_statement(table: str, row_cls: type, where: sql.Composable,
