@@ -221,7 +221,9 @@ def register_tools(server: Any, service: Service) -> list[str]:
     ) -> dict[str, Any]:
         """List the user's saved facts with their ids, most relevant to the query first."""
         def work(mm: Any, user: str) -> dict[str, Any]:
-            facts = mm.recall(user_id=user, query=query or None, k=max(mm.settings.max_active_facts, 1))
+            k = max(mm.settings.max_active_facts, 1)
+            # with a query recall ranks hits (Hit[Fact]); without one it lists the facts
+            facts = [h.item for h in mm.recall(query, user_id=user, k=k)] if query else mm.recall(user_id=user, k=k)
             return {"facts": [fact_dict(f) for f in facts]}
         return act(ctx, work)
 
