@@ -5,7 +5,8 @@ A throwaway embedded server gets one user with a ``--messages`` thread (default
 in time order over the last 35 days and consolidated every ``--chunk`` messages
 (extractive summariser, through ``summarize_conversation``; each summary is then
 back-dated to just after its last source, as if it had been made then, so the usage
-chart replays a real history), the last 200 messages left live; plus ``--users`` small
+chart replays a real history), the last 200 messages left live (then ``VACUUM (ANALYZE)``, as autovacuum leaves a table
+at rest); plus ``--users`` small
 users (three threads each, one consolidated) for the overview, and a few facts. Then
 ``agentmem ui`` runs as a subprocess on it and every page is fetched:
 
@@ -38,6 +39,8 @@ from _common import (Timer, base_parser, embedded_server, log, open_manager, per
                      print_table, write_json)
 
 import httpx  # noqa: E402
+import psycopg  # noqa: E402
+import psycopg.sql  # noqa: E402
 
 from memory import HashEmbedder  # noqa: E402
 
@@ -181,8 +184,10 @@ def main() -> None:
             with mm.db.connection() as conn:
                 conn.execute(indexdef)
         log(f"embedded {embedded:,} messages and built their HNSW index in {t.seconds:.0f} s")
-        with mm.db.connection() as conn:
-            conn.execute("ANALYZE")
+        with psycopg.connect(uri, autocommit=True) as conn:  # what autovacuum does to a table at rest
+            conn.execute(psycopg.sql.SQL("VACUUM (ANALYZE) {}.conversational_memory").format(
+                psycopg.sql.Identifier(mm.db.schema)))
+            conn.execute(psycopg.sql.SQL("ANALYZE {}.summary_memory").format(psycopg.sql.Identifier(mm.db.schema)))
         server = Server(uri, mm.db.schema, args.port)
         q = lambda **p: "?" + urlencode(p)  # noqa: E731
         pages = [

@@ -67,6 +67,9 @@ def test_a_thread_opens_on_its_newest_page_and_pages_back(mm: MemoryManager, use
     first = queries.thread_page(mm.db, user, "p", size=100, page=1)
     assert [it.message.content for it in first.items if it.message] == [f"m{i}" for i in range(50)]
     assert (first.page.first_row, first.page.last_row, newest.page.first_row) == (1, 50, 151)
+    for number, expected in ((None, range(150, 250)), (2, range(50, 150)), (1, range(50))):  # every row: the same
+        raw = queries.thread_page(mm.db, user, "p", size=100, page=number, raw=True)
+        assert [it.message.content for it in raw.items if it.message] == [f"m{i}" for i in expected]
 
 
 def test_a_consolidated_run_is_one_entry_saying_which_rows_it_replaced(mm: MemoryManager, user: str) -> None:

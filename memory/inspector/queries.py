@@ -345,9 +345,13 @@ def thread_page(db: Database, user_id: str, thread_id: str, *, page: int | None 
             raise NotFoundError(f"thread {tid!r} has no messages for user {uid!r}")
         if raw:
             pg = page_of(page, size, total, from_end=True)
-            messages = _messages(conn, "user_id = %(uid)s AND thread_id = %(tid)s",
-                                 dict(base, n=pg.limit, off=pg.offset),
-                                 " ORDER BY created_at, id LIMIT %(n)s OFFSET %(off)s")
+            # The page's first key by an index-only scan of the thread index, then the page's rows
+            # from there: OFFSET over whole rows would read every skipped row from the heap.
+            messages = _messages(conn, "user_id = %(uid)s AND thread_id = %(tid)s AND (created_at, id) >= ("
+                                 " SELECT created_at, id FROM conversational_memory"
+                                 " WHERE user_id = %(uid)s AND thread_id = %(tid)s"
+                                 " ORDER BY created_at, id OFFSET %(off)s LIMIT 1)",
+                                 dict(base, n=pg.limit, off=pg.offset), " ORDER BY created_at, id LIMIT %(n)s")
             cards = _cards(conn, uid, sorted({m.summary_id for m in messages if m.summary_id}, key=str))
             order: list[tuple[str, Any]] = [("m", m) for m in messages]
         else:
