@@ -154,15 +154,10 @@ class MemoryManager:
 
     def build_context(self, query: str, *, user_id: str, thread_id: str, k: int = 3) -> str:
         """A plain context from every memory type (the agent loop uses ``ContextBuilder``)."""
-        sections = [
-            format_facts(self.read_facts(user_id=user_id)),
-            format_summaries(self.read_summaries(user_id=user_id, thread_id=thread_id)),
-            format_workflows([h.item for h in self.read_workflows(query, user_id=user_id, k=k)]),
-            format_entities([h.item for h in self.read_entities(query, user_id=user_id, k=k)]),
-            format_knowledge([h.item for h in self.read_knowledge(query, user_id=user_id, k=k)]),
-            format_conversation(self.read_conversational_memory(user_id=user_id, thread_id=thread_id)),
-        ]
-        return "\n\n".join(sections)
+        from memory.context.plain import build_context_op
+        from memory.store.ops import run
+
+        return run(self.db, build_context_op(self, query, user_id=user_id, thread_id=thread_id, k=k))
 
     # -- conversational memory (Conversations) ---------------------------------------------
     def write_conversational_memory(self, role: str, content: str, *, user_id: str, thread_id: str,

@@ -1,4 +1,6 @@
-"""MemoryManager round-trips, user scoping, rejected input and concurrent writers."""
+"""MemoryManager round-trips, user scoping, rejected input and concurrent writers.
+
+Tests taking ``front`` run against both ``MemoryManager`` and ``AsyncMemoryManager``."""
 
 from __future__ import annotations
 
@@ -10,8 +12,11 @@ import pytest
 from memory import InvalidInputError, NotFoundError
 from memory.context.render import CONVERSATION, ENTITIES, KNOWLEDGE, SUMMARIES, WORKFLOWS
 
+from fix_fronts import async_mm, event_loop_thread, front  # noqa: F401  (fixtures)
 
-def test_conversation_round_trip_oldest_first(mm, user, thread):
+
+def test_conversation_round_trip_oldest_first(front, user, thread):
+    mm = front  # MemoryManager, then AsyncMemoryManager (tests/fix_fronts.py)
     written = mm.write_messages([
         {"role": "user", "content": "My order A-17 has not arrived."},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "track", "args": {"order": "A-17"}}]},
@@ -98,7 +103,8 @@ def test_tool_log_round_trip(mm, user, thread):
     assert [e.id for e in mm.read_tool_log(user_id=user, thread_id=thread)] == [entry.id]
 
 
-def test_context_sections_have_stable_headings(mm, user, thread):
+def test_context_sections_have_stable_headings(front, user, thread):
+    mm = front  # MemoryManager, then AsyncMemoryManager (tests/fix_fronts.py)
     mm.write_conversational_memory("user", "hello", user_id=user, thread_id=thread)
     ctx = mm.build_context("hello", user_id=user, thread_id=thread)
     for heading in (SUMMARIES, WORKFLOWS, ENTITIES, KNOWLEDGE, CONVERSATION):
@@ -157,7 +163,8 @@ def test_oversized_content_rejected_with_limit_in_message(mm, user, thread):
 @pytest.mark.parametrize("field, value", [
     ("role", "wizard"), ("metadata", {"k": "nul\x00"}), ("tool_calls", "not-a-list"), ("bogus", 1),
 ])
-def test_bad_message_fields_rejected(mm, user, thread, field, value):
+def test_bad_message_fields_rejected(front, user, thread, field, value):
+    mm = front  # MemoryManager, then AsyncMemoryManager (tests/fix_fronts.py)
     msg = {"role": "user", "content": "x", field: value}
     with pytest.raises(InvalidInputError):
         mm.write_messages([msg], user_id=user, thread_id=thread)
@@ -165,14 +172,16 @@ def test_bad_message_fields_rejected(mm, user, thread, field, value):
 
 
 @pytest.mark.parametrize("bad_id", ["", "x" * 1000, None, 7, "tab\there"])
-def test_bad_ids_rejected(mm, bad_id):
+def test_bad_ids_rejected(front, bad_id):
+    mm = front  # MemoryManager, then AsyncMemoryManager (tests/fix_fronts.py)
     with pytest.raises(InvalidInputError):
         mm.write_conversational_memory("user", "hi", user_id=bad_id, thread_id="t")
     with pytest.raises(InvalidInputError):
         mm.read_conversational_memory(thread_id="t", user_id=bad_id)
 
 
-def test_malformed_and_unknown_summary_ids(mm, user):
+def test_malformed_and_unknown_summary_ids(front, user):
+    mm = front  # MemoryManager, then AsyncMemoryManager (tests/fix_fronts.py)
     with pytest.raises(InvalidInputError, match="not a valid UUID"):
         mm.read_summary_by_id("'; DROP TABLE summary_memory; --", user_id=user)
     with pytest.raises(NotFoundError):

@@ -42,6 +42,7 @@ from typing import Any, Callable, Literal, Sequence
 from psycopg import sql
 from psycopg.rows import class_row
 
+from memory.store.ops import COMMIT, ROLLBACK, Call, Op, Sql, run
 from memory.tables.base import Store, Table, select_list
 from memory.tables.conversation import Conversations
 from memory.tables.summaries import Summaries
@@ -58,6 +59,15 @@ from memory.store.validation import check_count, check_optional_text, check_uuid
 Status = Literal["summarized", "nothing_to_summarize", "conflict"]
 
 EXPAND_HINT = 'Older messages were consolidated; call expand_summary("{id}") to read them in full.'
+
+# Step 3: serialise consolidations of one (user, thread), lock the chosen rows, mark them.
+_LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))"
+_LOCK_SOURCES = ("SELECT id FROM conversational_memory WHERE id = ANY(%s) AND user_id = %s AND thread_id = %s"
+                 " AND summary_id IS NULL ORDER BY id FOR UPDATE")
+_MARK_SOURCES = ("UPDATE conversational_memory SET summary_id = %s WHERE id = ANY(%s) AND user_id = %s"
+                 " AND summary_id IS NULL")
+_SOURCES = sql.SQL("SELECT {cols} FROM conversational_memory WHERE summary_id = %s AND user_id = %s"
+                   " ORDER BY created_at, id").format(cols=select_list(Message))
 
 
 @dataclass
@@ -137,10 +147,19 @@ class Consolidation(Table):
                                model: Any | None = None, summarizer: Summarizer | None = None,
                                focus: str | None = None) -> ConsolidationResult:
         """Summarise the thread's unsummarized whole turns and mark them, atomically."""
+        return run(self.db, self.summarize_op(user_id=user_id, thread_id=thread_id, keep_recent=keep_recent,
+                                              model=model, summarizer=summarizer, focus=focus))
+
+    def summarize_op(self, *, user_id: str, thread_id: str, keep_recent: int = 0, model: Any | None = None,
+                     summarizer: Summarizer | None = None, focus: str | None = None) -> Op[ConsolidationResult]:
+        """:meth:`summarize_conversation` as an operation: read (one transaction), summarise and embed (no
+        transaction held), commit (one transaction). Cancelled or failing anywhere, it leaves the thread as
+        it was or consolidated, never half."""
         uid, tid = self._uid(user_id), self._tid(thread_id)
         check_count(keep_recent, "keep_recent")
         focus = check_optional_text(focus, "focus", max_chars=2000)
-        rows = self.conversations.read_thread(user_id=uid, thread_id=tid, include_summarized=False)
+        rows = yield from self.conversations.thread_op(user_id=uid, thread_id=tid, include_summarized=False)
+        yield COMMIT  # no transaction is held while the model summarises
         turns = group_turns(rows)
         chosen_turns = turns[:len(turns) - keep_recent] if keep_recent else list(turns)
         if chosen_turns and len(chosen_turns) == len(turns) and unanswered_calls(chosen_turns[-1]):
@@ -152,24 +171,24 @@ class Consolidation(Table):
                                        message="no complete turns to summarize in this thread")
         units = [format_message(m) for m in chosen]
         summ = summarizer or self.summarizer(model)
-        structured = summ.summarize(units, focus=focus)
+        structured = yield Call(summ.summarize, (units,), {"focus": focus})
         limit = self.settings.max_content_chars
         if len(structured.content) > limit:  # a summariser built with a larger limit: the store's wins
             structured = dataclasses.replace(structured, content=fit_content(structured.content, limit))
         source_tokens = count_tokens("\n".join(units)).tokens
         summary_tokens = count_tokens(structured.content).tokens
         ids = [m.id for m in chosen]
-        row = self.summaries.prepare(
-            structured.label, structured.content, user_id=uid, thread_id=tid, source_count=len(ids),
+        row = yield Call(self.summaries.prepare, (structured.label, structured.content), dict(
+            user_id=uid, thread_id=tid, source_count=len(ids),
             first_message_at=chosen[0].created_at, last_message_at=chosen[-1].created_at,
             source_tokens=source_tokens, summary_tokens=summary_tokens,
             metadata={"method": structured.method, "llm_calls": structured.llm_calls,
                       "pieces": structured.pieces, "first_id": ids[0], "last_id": ids[-1],
-                      "turns": len(chosen_turns)},
-        )
+                      "turns": len(chosen_turns)}))
         try:
-            summary = self._commit_consolidation(uid, tid, ids, row)
+            summary = yield from self._commit_op(uid, tid, ids, row)
         except _Conflict as exc:
+            yield ROLLBACK
             return ConsolidationResult("conflict", source_ids=ids, kept_turns=kept, llm_calls=structured.llm_calls,
                                        method=structured.method, message=str(exc), errors=structured.errors)
         return ConsolidationResult(
@@ -177,36 +196,37 @@ class Consolidation(Table):
             kept, f"{len(ids)} messages in {len(chosen_turns)} turns consolidated into {summary.summary_id}",
             structured.errors)
 
-    def _commit_consolidation(self, uid: str, tid: str, ids: list[int], row: dict[str, Any]) -> Summary:
-        with self.db.connection(uid) as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", (uid, tid))
-            free = conn.execute(
-                "SELECT id FROM conversational_memory WHERE id = ANY(%s) AND user_id = %s AND thread_id = %s"
-                " AND summary_id IS NULL ORDER BY id FOR UPDATE", (ids, uid, tid)).fetchall()
-            if len(free) != len(ids):
-                raise _Conflict(f"{len(ids) - len(free)} of the {len(ids)} chosen messages were consolidated or "
-                                "removed meanwhile; nothing written, read the thread again")
-            summary = self.summaries.insert(conn, row)
-            cur = conn.execute(
-                "UPDATE conversational_memory SET summary_id = %s WHERE id = ANY(%s) AND user_id = %s"
-                " AND summary_id IS NULL", (summary.summary_id, ids, uid))
-            if cur.rowcount != len(ids):  # cannot happen under the locks; never commit half
-                raise _Conflict(f"marked {cur.rowcount} of {len(ids)} messages; rolled back")
+    def _commit_op(self, uid: str, tid: str, ids: list[int], row: dict[str, Any]) -> Op[Summary]:
+        """Step 3 of the module docstring, in the operation's (new) transaction; _Conflict if it must not commit."""
+        yield Sql(_LOCK_THREAD, (uid, tid), fetch="none", user=uid)
+        free = yield Sql(_LOCK_SOURCES, (ids, uid, tid), user=uid)
+        if len(free) != len(ids):
+            raise _Conflict(f"{len(ids) - len(free)} of the {len(ids)} chosen messages were consolidated or "
+                            "removed meanwhile; nothing written, read the thread again")
+        summary = yield from self.summaries.insert_op(row)
+        marked = yield Sql(_MARK_SOURCES, (summary.summary_id, ids, uid), fetch="rowcount", user=uid)
+        if marked != len(ids):  # cannot happen under the locks; never commit half
+            raise _Conflict(f"marked {marked} of {len(ids)} messages; rolled back")
         return summary
 
     # -- read back -----------------------------------------------------------------------
     def read_conversations_by_summary_id(self, summary_id: str | uuid.UUID, *, user_id: str) -> list[Message]:
         """The messages a summary replaced, oldest first (empty for another user's id)."""
+        return run(self.db, self.sources_op(summary_id, user_id=user_id))
+
+    def sources_op(self, summary_id: str | uuid.UUID, *, user_id: str) -> Op[list[Message]]:
         sid, uid = check_uuid(summary_id, "summary_id"), self._uid(user_id)
-        stmt = sql.SQL("SELECT {cols} FROM conversational_memory WHERE summary_id = %s AND user_id = %s"
-                       " ORDER BY created_at, id").format(cols=select_list(Message))
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
-            return cur.execute(stmt, (sid, uid)).fetchall()
+        rows: list[Message] = yield Sql(_SOURCES, (sid, uid), Message, user=uid)
+        return rows
 
     def expand_summary(self, summary_id: str | uuid.UUID, *, user_id: str) -> ExpandedSummary:
         """The summary and every original message, in order; NotFoundError if not this user's."""
-        summary = self.summaries.read_summary_by_id(summary_id, user_id=user_id)
-        return ExpandedSummary(summary, self.read_conversations_by_summary_id(summary.summary_id, user_id=user_id))
+        return run(self.db, self.expand_op(summary_id, user_id=user_id))
+
+    def expand_op(self, summary_id: str | uuid.UUID, *, user_id: str) -> Op[ExpandedSummary]:
+        summary = yield from self.summaries.by_id_op(summary_id, user_id=user_id)
+        messages = yield from self.sources_op(summary.summary_id, user_id=user_id)
+        return ExpandedSummary(summary, messages)
 
     # -- context rewrite -----------------------------------------------------------------
     def offload_to_summary(self, context: str, *, user_id: str, thread_id: str,

@@ -106,6 +106,36 @@ def connection_lost(exc: BaseException, conn: psycopg.Connection | None = None) 
     return bool(conn is not None and conn.broken)
 
 
+def user_scope(user_id: str) -> sql.Composed:
+    """The first statement of a user's transaction (see :meth:`Database.connection`)."""
+    # SET LOCAL, not set_config(): Citus forwards SET LOCAL commands to the workers
+    # (citus.propagate_set_commands = local), where the row-level policies run.
+    return sql.SQL("SET LOCAL agentmem.user_id = {}").format(sql.Literal(user_id))
+
+
+def translate(exc: BaseException, user_id: str | None, used: Any, health: "_PoolHealth | None") -> BaseException | None:
+    """The agentmem error a transaction's driver or pool error means (None: re-raise it as it is).
+
+    Shared by the sync transaction below and the async one of ``memory.aio``."""
+    if isinstance(exc, PoolTimeout):  # the async pool raises the same class
+        return DatabaseUnavailableError(
+            f"no database connection available: {exc}. Check that the server is running and reachable; "
+            "agentmem reconnects by itself once it is.")
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        if user_id is None:
+            return None
+        return AccessDeniedError(f"the database refused this for user {user_id[:60]!r}: {exc}".strip())
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        if not connection_lost(exc, used):
+            return None
+        if health is not None:
+            health.lost_at = time.monotonic()
+        return DatabaseUnavailableError(
+            f"lost the connection to PostgreSQL: {str(exc).strip() or type(exc).__name__}. The call's transaction "
+            "did not complete; retry it once the server is back (agentmem reconnects by itself).")
+    return None
+
+
 @contextmanager
 def _transaction(pool: ConnectionPool, user_id: str | None,
                  health: "_PoolHealth | None") -> Iterator[psycopg.Connection]:
@@ -114,28 +144,14 @@ def _transaction(pool: ConnectionPool, user_id: str | None,
         with pool.connection() as conn:
             used = conn
             if user_id is not None:
-                # SET LOCAL, not set_config(): Citus forwards SET LOCAL commands to the workers
-                # (citus.propagate_set_commands = local), where the row-level policies run.
-                conn.execute(sql.SQL("SET LOCAL agentmem.user_id = {}").format(sql.Literal(user_id)))
+                conn.execute(user_scope(user_id))
             yield conn
-    except PoolTimeout as exc:
-        raise DatabaseUnavailableError(
-            f"no database connection available: {exc}. Check that the server is running and reachable; "
-            "agentmem reconnects by itself once it is."
-        ) from exc
-    except psycopg.errors.InsufficientPrivilege as exc:
-        if user_id is None:
+    except (PoolTimeout, psycopg.errors.InsufficientPrivilege, psycopg.OperationalError,
+            psycopg.InterfaceError) as exc:
+        mapped = translate(exc, user_id, used, health)
+        if mapped is None:
             raise
-        raise AccessDeniedError(f"the database refused this for user {user_id[:60]!r}: {exc}".strip()) from exc
-    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-        if not connection_lost(exc, used):
-            raise
-        if health is not None:
-            health.lost_at = time.monotonic()
-        raise DatabaseUnavailableError(
-            f"lost the connection to PostgreSQL: {str(exc).strip() or type(exc).__name__}. The call's transaction "
-            "did not complete; retry it once the server is back (agentmem reconnects by itself)."
-        ) from exc
+        raise mapped from exc
 
 
 def resolve_conninfo(settings: Settings) -> tuple[str, bool]:
@@ -146,17 +162,21 @@ def resolve_conninfo(settings: Settings) -> tuple[str, bool]:
     return embedded.start_server(settings.data_dir / "pg"), True
 
 
+#: The schema the ``vector`` extension lives in (configure puts it on the search_path).
+VECTOR_SCHEMA = ("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                 " WHERE e.extname = 'vector'")
+
+
+def search_path(schema: str, vector_schema: str | None) -> sql.Composed:
+    return sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(schema), sql.Identifier(vector_schema or "public"))
+
+
 def _configure(schema: str, health: _PoolHealth | None = None):
     def configure(conn: psycopg.Connection) -> None:
-        ext = conn.execute(
-            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
-            "WHERE e.extname = 'vector'"
-        ).fetchone()
+        ext = conn.execute(VECTOR_SCHEMA).fetchone()
         # search_path first: register_vector looks the types up by name, and the extension
         # may live in a schema of its own (CREATE EXTENSION vector SCHEMA ext, as on Supabase).
-        conn.execute(
-            sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(schema), sql.Identifier(ext[0] if ext else "public"))
-        )
+        conn.execute(search_path(schema, ext[0] if ext else None))
         register_vector(conn)
         register_clamping_loaders(conn)
         conn.commit()

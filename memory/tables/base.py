@@ -26,6 +26,7 @@ from psycopg import sql
 from psycopg.rows import class_row, dict_row
 
 from memory.store.db import Database
+from memory.store.ops import Call, Op, Sql, run
 from memory.retrieval.embeddings import EmbeddingService
 from memory.retrieval.speakers import SpeakerNames
 from memory.retrieval.fusion import RRF_K
@@ -117,11 +118,14 @@ class Table:
 
     # -- search -----------------------------------------------------------------------
     def _search_settings(self, conn: Any) -> None:
+        conn.execute(self._search_settings_sql().stmt)
+
+    def _search_settings_sql(self, user: str | None = None) -> Sql:
         """HNSW keeps scanning until a filtered query (one user's rows) has its LIMIT, in
         exact distance order. SET LOCAL (Citus forwards it to the workers, where the index
         scans run), both in one simple-protocol round trip."""
-        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = strict_order").format(
-            sql.Literal(int(self.settings.hnsw_ef_search))))
+        return Sql(sql.SQL("SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = strict_order").format(
+            sql.Literal(int(self.settings.hnsw_ef_search))), fetch="none", user=user)
 
     def _similar(
         self,
@@ -157,18 +161,37 @@ class Table:
         ``columns`` replaces the select list of ``row_cls``'s fields (a table that
         lacks one of them selects a constant in its place).
         """
+        return run(self.db, self._similar_op(table, row_cls, query, where, params, k=k, hybrid=hybrid,
+                                             keyword_weight=keyword_weight, vector_weight=vector_weight,
+                                             columns=columns))
+
+    def _similar_op(
+        self,
+        table: str,
+        row_cls: type[T],
+        query: str,
+        where: sql.Composable,
+        params: dict[str, Any],
+        *,
+        k: int,
+        hybrid: bool = True,
+        keyword_weight: float | None = None,
+        vector_weight: float = 1.0,
+        columns: sql.Composable | None = None,
+    ) -> Op[list[Hit[T]]]:
+        """:meth:`_similar` as an operation (``memory.store.ops``)."""
         if keyword_weight is None:
             keyword_weight = self.settings.keyword_weight
         query = self._query(query)
-        qvec = self._embed([query])[0]
+        qvec = (yield Call(self._embed, ([query],)))[0]
         pool = max(k * 4, 20)
         stmt = _similar_statement(table, row_cls, where, columns)
         args = dict(params, qvec=qvec, pool=pool, q=query, k=k, hybrid=hybrid, vw=float(vector_weight),
                     kww=float(keyword_weight), rrf_k=RRF_K, max_terms=self.settings.search_max_terms,
                     cap=self.settings.search_term_candidates)
-        with self.db.connection(params.get("uid")) as conn, conn.cursor(row_factory=dict_row) as cur:
-            self._search_settings(conn)
-            rows = cur.execute(stmt, args).fetchall()
+        uid = params.get("uid")
+        yield self._search_settings_sql(uid)
+        rows = yield Sql(stmt, args, dict, user=uid)
         return [_hit(row_cls, row) for row in rows]
 
 

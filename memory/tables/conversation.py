@@ -12,10 +12,11 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping
 
 from psycopg import sql
-from psycopg.rows import class_row, dict_row
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from memory.tables.base import Table, insert_returning, select_list
+from memory.store.ops import Call, Op, Sql, run
+from memory.tables.base import Table, select_list
 from memory.errors import InvalidInputError
 from memory.store.isolation import require_owner
 from memory.store.rows import ROLES, Message
@@ -29,7 +30,19 @@ _INSERT = sql.SQL(
     " %(tool_args)s, %(tool_calls)s, %(metadata)s, COALESCE(%(created_at)s, clock_timestamp()), %(embedding)s,"
     " %(name)s)"
     " RETURNING {cols}"
-)
+).format(cols=select_list(Message))
+
+#: The working set: the latest unsummarized messages (all, or %s of them), oldest first.
+WORKING_SET = sql.SQL(
+    "SELECT * FROM (SELECT {cols} FROM conversational_memory"
+    " WHERE user_id = %s AND thread_id = %s AND summary_id IS NULL"
+    " ORDER BY created_at DESC, id DESC LIMIT %s) t ORDER BY created_at, id").format(cols=select_list(Message))
+
+#: Every message of a thread, in order; ``THREAD_LIVE`` only the unsummarized ones.
+THREAD = sql.SQL("SELECT {cols} FROM conversational_memory WHERE user_id = %s AND thread_id = %s"
+                 " ORDER BY created_at, id").format(cols=select_list(Message))
+THREAD_LIVE = sql.SQL("SELECT {cols} FROM conversational_memory WHERE user_id = %s AND thread_id = %s"
+                      " AND summary_id IS NULL ORDER BY created_at, id").format(cols=select_list(Message))
 
 
 @dataclass
@@ -95,6 +108,11 @@ class Conversations(Table):
 
         Every message is validated first: if any is rejected, none is written.
         """
+        return run(self.db, self.write_messages_op(messages, user_id=user_id, thread_id=thread_id, embed=embed))
+
+    def write_messages_op(self, messages: Iterable[NewMessage | Mapping[str, Any]], *, user_id: str, thread_id: str,
+                          embed: bool = True) -> Op[list[Message]]:
+        """:meth:`write_messages` as an operation (``memory.store.ops``)."""
         uid, tid = self._uid(user_id), self._tid(thread_id)
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
             raise InvalidInputError("messages must be a list of dicts or NewMessage objects")
@@ -107,8 +125,9 @@ class Conversations(Table):
         vectors: list[Any] = [None] * len(checked)
         if embed:
             idx = [i for i, m in enumerate(checked) if m.content.strip()]
-            for i, vec in zip(idx, self._embed([embedding_text(checked[i].role, checked[i].content, checked[i].name)
-                                                 for i in idx])):
+            embedded = yield Call(self._embed, ([embedding_text(checked[i].role, checked[i].content, checked[i].name)
+                                                 for i in idx],))
+            for i, vec in zip(idx, embedded):
                 vectors[i] = vec
         rows = [
             dict(user_id=uid, thread_id=tid, role=m.role, content=m.content, tool_call_id=m.tool_call_id,
@@ -118,8 +137,7 @@ class Conversations(Table):
                  metadata=Jsonb(m.metadata or {}), created_at=m.created_at, embedding=vectors[i], name=m.name)
             for i, m in enumerate(checked)
         ]
-        with self.db.connection(uid) as conn:
-            written = insert_returning(conn, _INSERT.format(cols=select_list(Message)), rows, Message)
+        written: list[Message] = yield Sql(_INSERT, rows, Message, "many", uid)
         if any(m.name for m in checked):
             self.store.speakers.forget(uid)  # a new speaker is matched by the next search
         return written
@@ -129,29 +147,25 @@ class Conversations(Table):
 
         With ``limit``, the most recent ``limit`` of them (still oldest first).
         """
+        return run(self.db, self.working_set_op(user_id=user_id, thread_id=thread_id, limit=limit))
+
+    def working_set_op(self, *, user_id: str, thread_id: str, limit: int | None = None) -> Op[list[Message]]:
         uid, tid = self._uid(user_id), self._tid(thread_id)
         if limit is not None:
             check_positive_int(limit, "limit")
-        q = (
-            "SELECT * FROM (SELECT {cols} FROM conversational_memory"
-            " WHERE user_id = %s AND thread_id = %s AND summary_id IS NULL"
-            " ORDER BY created_at DESC, id DESC LIMIT %s) t ORDER BY created_at, id"
-        )
-        stmt = sql.SQL(q).format(cols=select_list(Message))
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
-            return cur.execute(stmt, (uid, tid, limit)).fetchall()
+        rows: list[Message] = yield Sql(WORKING_SET, (uid, tid, limit), Message, user=uid)
+        return rows
 
     def read_thread(self, *, user_id: str, thread_id: str, include_summarized: bool = True) -> list[Message]:
         """Every message of a thread in order, summarized ones included by default."""
+        return run(self.db, self.thread_op(user_id=user_id, thread_id=thread_id,
+                                           include_summarized=include_summarized))
+
+    def thread_op(self, *, user_id: str, thread_id: str, include_summarized: bool = True) -> Op[list[Message]]:
         uid, tid = self._uid(user_id), self._tid(thread_id)
         check_bool(include_summarized, "include_summarized")
-        cond = sql.SQL("") if include_summarized else sql.SQL(" AND summary_id IS NULL")
-        stmt = sql.SQL(
-            "SELECT {cols} FROM conversational_memory WHERE user_id = %s AND thread_id = %s{cond}"
-            " ORDER BY created_at, id"
-        ).format(cols=select_list(Message), cond=cond)
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:
-            return cur.execute(stmt, (uid, tid)).fetchall()
+        rows: list[Message] = yield Sql(THREAD if include_summarized else THREAD_LIVE, (uid, tid), Message, user=uid)
+        return rows
 
     def list_threads(self, *, user_id: str | None = None) -> list[dict[str, Any]]:
         """Threads with their message counts, summarized vs not (all users when None: schema owner only)."""

@@ -11,10 +11,15 @@ from typing import overload
 from psycopg import sql
 from psycopg.rows import class_row
 
+from memory.store.ops import Op, Sql, run
 from memory.tables.base import Table, select_list
 from memory.retrieval.hits import Hit
 from memory.store.rows import Entity
 from memory.store.validation import check_text
+
+
+_RECENT = sql.SQL("SELECT {cols} FROM entity_memory WHERE user_id = %s"
+                  " ORDER BY last_seen DESC LIMIT %s").format(cols=select_list(Entity))
 
 
 class Entities(Table):
@@ -58,13 +63,13 @@ class Entities(Table):
         (compare within one list); ``signals["vector"]``: cosine similarity of
         "name (type): description" to the query; ``signals["keyword"]``: ``ts_rank_cd``.
         """
+        return run(self.db, self.read_entities_op(query, user_id=user_id, k=k))
+
+    def read_entities_op(self, query: str | None = None, *, user_id: str,
+                         k: int = 10) -> Op[list[Entity] | list[Hit[Entity]]]:
         uid = self._uid(user_id)
         if query is not None:
-            return self._similar("entity_memory", Entity, query, sql.SQL("user_id = %(uid)s"), {"uid": uid},
-                                 k=self._k(k))
-        stmt = sql.SQL(
-            "SELECT {cols} FROM entity_memory WHERE user_id = %s"
-            " ORDER BY last_seen DESC LIMIT %s"
-        ).format(cols=select_list(Entity))
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Entity)) as cur:
-            return cur.execute(stmt, (uid, self._k(k))).fetchall()
+            return (yield from self._similar_op("entity_memory", Entity, query, sql.SQL("user_id = %(uid)s"),
+                                                {"uid": uid}, k=self._k(k)))
+        rows: list[Entity] = yield Sql(_RECENT, (uid, self._k(k)), Entity, user=uid)
+        return rows

@@ -26,6 +26,7 @@ import numpy as np
 from psycopg import sql
 from psycopg.rows import class_row
 
+from memory.store.ops import Call, Op, Sql, run, run_on
 from memory.tables.base import Table, select_list
 from memory.errors import FactCategoryError, FactRejectedError, FactTooLongError, NotFoundError, TooManyFactsError
 from memory.tables.fact_rules import Candidate, Decision, decide
@@ -37,6 +38,29 @@ from memory.store.validation import check_bool, check_text, check_uuid
 _COLS = select_list(Fact)
 _ACTIVE = sql.SQL("SELECT {cols} FROM fact_memory WHERE user_id = %s AND valid_to IS NULL"
                   " ORDER BY valid_from, id").format(cols=_COLS)
+#: Every write to a user's facts holds this lock (one decision at a time per user).
+_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+_CANDIDATES = "SELECT id, category, content, embedding FROM fact_memory WHERE user_id = %s AND valid_to IS NULL"
+_BY_ID = sql.SQL("SELECT {cols} FROM fact_memory WHERE user_id = %s AND id = %s").format(
+    cols=_COLS)
+_TOUCH = sql.SQL("UPDATE fact_memory SET updated_at = clock_timestamp() WHERE user_id = %s AND id = %s"
+                 " RETURNING {cols}").format(cols=_COLS)
+_UPDATE = sql.SQL(
+    "UPDATE fact_memory SET content = %s, category = %s, embedding = %s,"
+    " source_message_id = coalesce(%s, source_message_id), updated_at = clock_timestamp()"
+    " WHERE user_id = %s AND id = %s RETURNING {cols}").format(cols=_COLS)
+_INSERT = sql.SQL(
+    "INSERT INTO fact_memory (user_id, category, content, source_message_id, embedding)"
+    " VALUES (%s, %s, %s, %s, %s) RETURNING {cols}").format(cols=_COLS)
+_SUPERSEDE = sql.SQL(
+    "UPDATE fact_memory SET valid_to = %s, superseded_by = %s, updated_at = clock_timestamp()"
+    " WHERE user_id = %s AND id = %s RETURNING {cols}").format(cols=_COLS)
+_UNLINK = "UPDATE fact_memory SET superseded_by = NULL WHERE user_id = %s AND superseded_by = %s"
+_DELETE = sql.SQL("DELETE FROM fact_memory WHERE id = %s AND user_id = %s"
+                  " RETURNING {cols}").format(cols=_COLS)
+_RETIRE = sql.SQL("UPDATE fact_memory SET valid_to = clock_timestamp(), updated_at = clock_timestamp()"
+                  " WHERE id = %s AND user_id = %s AND valid_to IS NULL"
+                  " RETURNING {cols}").format(cols=_COLS)
 
 
 #: A fact is one line: every character ``str.splitlines`` breaks on is refused.
@@ -85,6 +109,11 @@ class Facts(Table):
     def remember(self, category: str, content: str, *, user_id: str, replaces: str | uuid.UUID | None = None,
                  source_message_id: int | None = None) -> Remembered:
         """Store a durable fact, updating a near-duplicate or superseding a contradicted one."""
+        return run(self.db, self.remember_op(category, content, user_id=user_id, replaces=replaces,
+                                             source_message_id=source_message_id))
+
+    def remember_op(self, category: str, content: str, *, user_id: str, replaces: str | uuid.UUID | None = None,
+                    source_message_id: int | None = None) -> Op[Remembered]:
         uid = self._uid(user_id)
         category = self._fact_category(category)
         content = self.check_content(content)
@@ -94,20 +123,23 @@ class Facts(Table):
                                               or not 0 < source_message_id < 2**63):
             raise FactRejectedError(f"source_message_id {source_message_id!r} is not a message id",
                                     hint="pass the integer id of the message the fact came from, or nothing")
-        vec = self._embed([content])[0]
-        with self.db.connection(uid) as conn:
-            return self.apply(conn, category, content, vec, user_id=uid, target=target,
-                                    source_message_id=source_message_id)
+        vec = (yield Call(self._embed, ([content],)))[0]
+        return (yield from self.apply_op(category, content, vec, user_id=uid, target=target,
+                                         source_message_id=source_message_id))
 
     def apply(self, conn: Any, category: str, content: str, vec: Any, *, user_id: str,
               target: uuid.UUID | None, source_message_id: int | None) -> Remembered:
         """Decide and write inside the caller's transaction (also used by corrections).
 
         ``user_id`` must already be validated (it is the transaction's user)."""
+        return run_on(conn, self.apply_op(category, content, vec, user_id=user_id, target=target,
+                                          source_message_id=source_message_id))
+
+    def apply_op(self, category: str, content: str, vec: Any, *, user_id: str,
+                 target: uuid.UUID | None, source_message_id: int | None) -> Op[Remembered]:
         uid = user_id
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("agentmem.facts:" + uid,))
-        rows = conn.execute("SELECT id, category, content, embedding FROM fact_memory"
-                            " WHERE user_id = %s AND valid_to IS NULL", (uid,)).fetchall()
+        yield Sql(_LOCK, ("agentmem.facts:" + uid,), fetch="none", user=uid)
+        rows = yield Sql(_CANDIDATES, (uid,), user=uid)
         candidates = [Candidate(r[0], r[1], r[2], _cosine(vec, r[3]) if r[3] is not None else 0.0) for r in rows]
         if target is not None:
             chosen = [c for c in candidates if c.key == target]
@@ -123,55 +155,37 @@ class Facts(Table):
                 f"this user already has {len(rows)} active facts; the limit is {self.settings.max_active_facts}",
                 hint="forget(fact_id) one that no longer matters (recall lists them), "
                      "or restate an existing fact so it is updated instead")
-        target_key = decision.target.key if decision.target is not None else None
-        with conn.cursor(row_factory=class_row(Fact)) as cur:
-            previous = None
-            if target_key is not None:
-                previous = cur.execute(sql.SQL("SELECT {cols} FROM fact_memory"
-                                               " WHERE user_id = %s AND id = %s")
-                                       .format(cols=_COLS), (uid, target_key)).fetchone()
-            if decision.action == "unchanged":
-                fact = cur.execute(sql.SQL("UPDATE fact_memory SET updated_at = clock_timestamp()"
-                                           " WHERE user_id = %s AND id = %s"
-                                           " RETURNING {cols}").format(cols=_COLS),
-                                   (uid, target_key)).fetchone()
-            elif decision.action == "updated":
-                fact = cur.execute(sql.SQL(
-                    "UPDATE fact_memory SET content = %s, category = %s, embedding = %s,"
-                    " source_message_id = coalesce(%s, source_message_id), updated_at = clock_timestamp()"
-                    " WHERE user_id = %s AND id = %s RETURNING {cols}").format(cols=_COLS),
-                    (content, category, vec, source_message_id, uid, target_key)).fetchone()
-            else:
-                fact = cur.execute(sql.SQL(
-                    "INSERT INTO fact_memory (user_id, category, content, source_message_id, embedding)"
-                    " VALUES (%s, %s, %s, %s, %s) RETURNING {cols}").format(cols=_COLS),
-                    (uid, category, content, source_message_id, vec)).fetchone()
-                if decision.action == "superseded":
-                    assert fact is not None and decision.target is not None
-                    previous = cur.execute(sql.SQL(
-                        "UPDATE fact_memory SET valid_to = %s, superseded_by = %s, updated_at = clock_timestamp()"
-                        " WHERE user_id = %s AND id = %s RETURNING {cols}").format(cols=_COLS),
-                        (fact.valid_from, fact.id, uid, decision.target.key)).fetchone()
+        previous = None
+        if decision.target is not None:
+            previous = yield Sql(_BY_ID, (uid, decision.target.key), Fact, "one", uid)
+        if decision.action == "unchanged":
+            assert decision.target is not None
+            fact = yield Sql(_TOUCH, (uid, decision.target.key), Fact, "one", uid)
+        elif decision.action == "updated":
+            assert decision.target is not None
+            fact = yield Sql(_UPDATE, (content, category, vec, source_message_id, uid, decision.target.key),
+                             Fact, "one", uid)
+        else:
+            fact = yield Sql(_INSERT, (uid, category, content, source_message_id, vec), Fact, "one", uid)
+            if decision.action == "superseded":
+                assert fact is not None and decision.target is not None
+                previous = yield Sql(_SUPERSEDE, (fact.valid_from, fact.id, uid, decision.target.key),
+                                     Fact, "one", uid)
         assert fact is not None
         return Remembered(decision.action, fact, previous, decision.reason)
 
     def forget(self, fact_id: str | uuid.UUID, *, user_id: str, purge: bool = False) -> Fact:
         """Retire an active fact (``valid_to`` = now, kept as history); ``purge=True`` deletes the row."""
+        return run(self.db, self.forget_op(fact_id, user_id=user_id, purge=purge))
+
+    def forget_op(self, fact_id: str | uuid.UUID, *, user_id: str, purge: bool = False) -> Op[Fact]:
         fid, uid = check_uuid(fact_id, "fact_id"), self._uid(user_id)
         check_bool(purge, "purge")
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("agentmem.facts:" + uid,))
-            if purge:
-                # The fact it superseded stops pointing at it (the key is NO ACTION: migration 008).
-                conn.execute("UPDATE fact_memory SET superseded_by = NULL WHERE user_id = %s AND superseded_by = %s",
-                             (uid, fid))
-                stmt = sql.SQL("DELETE FROM fact_memory WHERE id = %s AND user_id = %s"
-                               " RETURNING {cols}")
-            else:
-                stmt = sql.SQL("UPDATE fact_memory SET valid_to = clock_timestamp(), updated_at = clock_timestamp()"
-                               " WHERE id = %s AND user_id = %s AND valid_to IS NULL"
-                               " RETURNING {cols}")
-            row = cur.execute(stmt.format(cols=_COLS), (fid, uid)).fetchone()
+        yield Sql(_LOCK, ("agentmem.facts:" + uid,), fetch="none", user=uid)
+        if purge:
+            # The fact it superseded stops pointing at it (the key is NO ACTION: migration 008).
+            yield Sql(_UNLINK, (uid, fid), fetch="none", user=uid)
+        row: Fact | None = yield Sql(_DELETE if purge else _RETIRE, (fid, uid), Fact, "one", uid)
         if row is None:
             raise NotFoundError(f"fact {fid} is not an active fact of this user")
         return row
@@ -179,9 +193,12 @@ class Facts(Table):
     # -- reads ----------------------------------------------------------------------
     def read_facts(self, *, user_id: str) -> list[Fact]:
         """The user's active facts, oldest first (what a conversation starts with)."""
+        return run(self.db, self.read_facts_op(user_id=user_id))
+
+    def read_facts_op(self, *, user_id: str) -> Op[list[Fact]]:
         uid = self._uid(user_id)
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
-            return cur.execute(_ACTIVE, (uid,)).fetchall()
+        rows: list[Fact] = yield Sql(_ACTIVE, (uid,), Fact, user=uid)
+        return rows
 
     @overload
     def recall(self, query: None = None, *, user_id: str, k: int = 10,
@@ -200,21 +217,26 @@ class Facts(Table):
         query; ``signals["keyword"]``: ``ts_rank_cd``. A blank query lists the facts
         oldest first as hits of score 0 with no signals.
         """
+        return run(self.db, self.recall_op(query, user_id=user_id, k=k, include_history=include_history))
+
+    def recall_op(self, query: str | None = None, *, user_id: str, k: int = 10,
+                  include_history: bool = False) -> Op[list[Fact] | list[Hit[Fact]]]:
         uid = self._uid(user_id)
         check_bool(include_history, "include_history")
         active = sql.SQL("") if include_history else sql.SQL(" AND valid_to IS NULL")
         if query is None:
-            return self._listing(uid, active, self._k(k))
+            return (yield from self._listing_op(uid, active, self._k(k)))
         if isinstance(query, str) and not query.strip():
-            return [Hit(f, 0.0) for f in self._listing(uid, active, self._k(k))]
-        return self._similar("fact_memory", Fact, query, sql.Composed([sql.SQL("user_id = %(uid)s"), active]),
-                             {"uid": uid}, k=self._k(k))
+            return [Hit(f, 0.0) for f in (yield from self._listing_op(uid, active, self._k(k)))]
+        return (yield from self._similar_op("fact_memory", Fact, query,
+                                            sql.Composed([sql.SQL("user_id = %(uid)s"), active]),
+                                            {"uid": uid}, k=self._k(k)))
 
-    def _listing(self, uid: str, active: sql.SQL, k: int) -> list[Fact]:
+    def _listing_op(self, uid: str, active: sql.SQL, k: int) -> Op[list[Fact]]:
         stmt = sql.SQL("SELECT {cols} FROM fact_memory WHERE user_id = %s{active}"
                        " ORDER BY valid_from, id LIMIT %s").format(cols=_COLS, active=active)
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Fact)) as cur:
-            return cur.execute(stmt, (uid, k)).fetchall()
+        rows: list[Fact] = yield Sql(stmt, (uid, k), Fact, user=uid)
+        return rows
 
     def fact_history(self, fact_id: str | uuid.UUID, *, user_id: str) -> list[Fact]:
         """Every version in the supersession chain through ``fact_id``, oldest first."""

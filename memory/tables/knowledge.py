@@ -8,6 +8,7 @@ from typing import Any, Iterable, Mapping
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from memory.store.ops import Op, run
 from memory.tables.base import Table, insert_returning, select_list
 from memory.errors import InvalidInputError
 from memory.retrieval.hits import Hit
@@ -57,7 +58,11 @@ class Knowledge(Table):
         ``signals["keyword"]``: ``ts_rank_cd`` of the query's words (0 if unranked).
         ``hybrid=False`` ranks by the vector alone.
         """
+        return run(self.db, self.read_knowledge_op(query, user_id=user_id, k=k, hybrid=hybrid))
+
+    def read_knowledge_op(self, query: str, *, user_id: str, k: int = 5,
+                          hybrid: bool = True) -> Op[list[Hit[KnowledgeItem]]]:
         uid = self._uid(user_id)
         check_bool(hybrid, "hybrid")
-        return self._similar("knowledge_memory", KnowledgeItem, query, sql.SQL("user_id = %(uid)s"),
-                             {"uid": uid}, k=self._k(k), hybrid=hybrid)
+        return (yield from self._similar_op("knowledge_memory", KnowledgeItem, query, sql.SQL("user_id = %(uid)s"),
+                                            {"uid": uid}, k=self._k(k), hybrid=hybrid))

@@ -62,6 +62,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from memory.retrieval.fusion import fuse_rankings
+from memory.store.ops import COMMIT, Call, Op, Sql, run
 from memory.tables.base import TERMS_CTE, Table
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
@@ -435,9 +436,20 @@ class MemorySearch(Table):
         ``shape`` is for benchmarks: "exact" or "indexed" forces one execution shape for
         messages; "auto" (the default) picks by the user's message count.
         """
-        return self.search_memory_many(
+        return run(self.db, self.search_op(query, user_id=user_id, k=k, scope=scope, thread_id=thread_id,
+                                           since=since, until=until, now=now, time_mode=time_mode,
+                                           min_score=min_score, method=method, weights=weights, shape=shape))
+
+    def search_op(self, query: str, *, user_id: str, k: int = 10, scope: str | Iterable[str] | None = None,
+                  thread_id: str | None = None, since: datetime | None = None, until: datetime | None = None,
+                  now: datetime | None = None, time_mode: str = "boost", min_score: float | None = None,
+                  method: str = "hybrid", weights: SearchWeights | None = None,
+                  shape: str = "auto") -> Op[list[MemoryHit]]:
+        """:meth:`search_memory` as an operation (``memory.store.ops``)."""
+        results = yield from self.search_many_op(
             [query], user_id=user_id, k=k, scope=scope, thread_id=thread_id, since=since, until=until, now=now,
-            time_mode=time_mode, min_score=min_score, method=method, weights=weights, shape=shape)[0]
+            time_mode=time_mode, min_score=min_score, method=method, weights=weights, shape=shape)
+        return results[0]
 
     def search_memory_many(
         self,
@@ -460,6 +472,16 @@ class MemorySearch(Table):
 
         The queries are embedded in one batch and searched on one connection.
         """
+        return run(self.db, self.search_many_op(
+            queries, user_id=user_id, k=k, scope=scope, thread_id=thread_id, since=since, until=until, now=now,
+            time_mode=time_mode, min_score=min_score, method=method, weights=weights, shape=shape))
+
+    def search_many_op(self, queries: Sequence[str], *, user_id: str, k: int = 10,
+                       scope: str | Iterable[str] | None = None, thread_id: str | None = None,
+                       since: datetime | None = None, until: datetime | None = None, now: datetime | None = None,
+                       time_mode: str = "boost", min_score: float | None = None, method: str = "hybrid",
+                       weights: SearchWeights | None = None, shape: str = "auto") -> Op[list[list[MemoryHit]]]:
+        """:meth:`search_memory_many` as an operation (``memory.store.ops``)."""
         if isinstance(queries, (str, bytes)) or not isinstance(queries, Sequence):
             raise InvalidInputError("queries must be a list of query strings")
         if len(queries) > self.settings.max_batch:
@@ -488,7 +510,7 @@ class MemorySearch(Table):
         if not texts:
             return []
 
-        names = self._speaker_names(uid) if "messages" in kinds else []
+        names = (yield Call(self._speaker_names, (uid,))) if "messages" in kinds else []
         plans = []
         for query in texts:
             span = parse_time_range(query, now) if time_mode != "off" else None
@@ -499,7 +521,7 @@ class MemorySearch(Table):
                 hi = min(hi, span.end) if hi else span.end
             named, semantic = speakers_in(text, names)
             plans.append((span, text, lo, hi, named, semantic))
-        vectors = self._embed([p[5] for p in plans])
+        vectors = yield Call(self._embed, ([p[5] for p in plans],))
         s = self.settings
         pool = max(4 * k, 50)
         stmt = _search_statement(kinds, shape)
@@ -508,11 +530,11 @@ class MemorySearch(Table):
                        cap=s.search_term_candidates, sample=s.search_sample_rows, switch=s.search_exact_max_rows,
                        filtered=tid is not None or lo is not None or hi is not None)
                   for (_, text, lo, hi, _, _), qvec in zip(plans, vectors)]
-        rows = self._run_search(stmt, params)
+        rows = yield from self._search_rows_op(stmt, params)
         if rows[0] and rows[0][-1]["kind"] == "pending":
             # Messages written with embed=False: embed them, then search again.
-            self.embed_pending_messages(user_id=uid)
-            rows = self._run_search(stmt, params)
+            yield Call(self.embed_pending_messages, kwargs={"user_id": uid})
+            rows = yield from self._search_rows_op(stmt, params)
         results: list[list[MemoryHit]] = []
         for (span, *_), found in zip(plans, rows):
             hits = [_hit(row, span) for row in found if row["kind"] != "pending"]
@@ -522,10 +544,15 @@ class MemorySearch(Table):
             results.append(ranked[:k])
         return results
 
-    def _run_search(self, stmt: sql.SQL, params: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-        with self.db.connection(params[0]["uid"]) as conn, conn.cursor(row_factory=dict_row) as cur:
-            self._search_settings(conn)
-            return [cur.execute(stmt, p).fetchall() for p in params]
+    def _search_rows_op(self, stmt: sql.SQL, params: Sequence[dict[str, Any]]) -> Op[list[list[dict[str, Any]]]]:
+        """Every query's rows, in one transaction (its search settings first)."""
+        uid = params[0]["uid"]
+        yield self._search_settings_sql(uid)
+        rows = []
+        for p in params:
+            rows.append((yield Sql(stmt, p, dict, user=uid)))
+        yield COMMIT
+        return rows
 
     def _speaker_names(self, uid: str) -> list[str]:
         """The user's distinct speaker names (``name`` of their messages), at most ``MAX_NAMES``

@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from psycopg import sql
-from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from memory.store.ops import Op, Sql, run, run_on
 from memory.tables.base import Table, select_list
 from memory.errors import NotFoundError
 from memory.retrieval.hits import Hit
@@ -28,7 +28,14 @@ _INSERT = sql.SQL(
     " VALUES (%(summary_id)s, %(user_id)s, %(thread_id)s, %(description)s, %(content)s, %(source_count)s,"
     " %(first_message_at)s, %(last_message_at)s, %(source_tokens)s, %(summary_tokens)s, %(metadata)s,"
     " %(embedding)s) RETURNING {cols}"
-)
+).format(cols=select_list(Summary))
+BY_ID = sql.SQL("SELECT {cols} FROM summary_memory"
+                " WHERE summary_id = %s AND user_id = %s").format(cols=select_list(Summary))
+#: The latest %s summaries of the user (of one thread if %s is not NULL), oldest first.
+LATEST = sql.SQL(
+    "SELECT * FROM (SELECT {cols} FROM summary_memory WHERE user_id = %s"
+    " AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC LIMIT %s) s ORDER BY created_at"
+).format(cols=select_list(Summary))
 
 
 class Summaries(Table):
@@ -56,8 +63,10 @@ class Summaries(Table):
 
     def insert(self, conn: Any, row: dict[str, Any]) -> Summary:
         """Insert a row made by :meth:`prepare` inside the caller's transaction."""
-        with conn.cursor(row_factory=class_row(Summary)) as cur:
-            out: Summary | None = cur.execute(_INSERT.format(cols=select_list(Summary)), row).fetchone()
+        return run_on(conn, self.insert_op(row))
+
+    def insert_op(self, row: dict[str, Any]) -> Op[Summary]:
+        out: Summary | None = yield Sql(_INSERT, row, Summary, "one", row["user_id"])
         assert out is not None
         return out
 
@@ -73,25 +82,25 @@ class Summaries(Table):
 
     def read_summary_by_id(self, summary_id: str | uuid.UUID, *, user_id: str) -> Summary:
         """The summary, if it is this user's; NotFoundError otherwise."""
+        return run(self.db, self.by_id_op(summary_id, user_id=user_id))
+
+    def by_id_op(self, summary_id: str | uuid.UUID, *, user_id: str) -> Op[Summary]:
         sid, uid = check_uuid(summary_id, "summary_id"), self._uid(user_id)
-        stmt = sql.SQL("SELECT {cols} FROM summary_memory"
-                       " WHERE summary_id = %s AND user_id = %s").format(cols=select_list(Summary))
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
-            row = cur.execute(stmt, (sid, uid)).fetchone()
+        row: Summary | None = yield Sql(BY_ID, (sid, uid), Summary, "one", uid)
         if row is None:
             raise NotFoundError(f"summary {sid} not found for this user")
         return row
 
     def read_summaries(self, *, user_id: str, thread_id: str | None = None, limit: int = 50) -> list[Summary]:
         """This user's summaries (of one thread, if given), oldest first."""
+        return run(self.db, self.latest_op(user_id=user_id, thread_id=thread_id, limit=limit))
+
+    def latest_op(self, *, user_id: str, thread_id: str | None = None, limit: int = 50) -> Op[list[Summary]]:
         uid = self._uid(user_id)
         tid = self._tid(thread_id) if thread_id is not None else None
-        stmt = sql.SQL(
-            "SELECT * FROM (SELECT {cols} FROM summary_memory WHERE user_id = %s"
-            " AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC LIMIT %s) s ORDER BY created_at"
-        ).format(cols=select_list(Summary))
-        with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Summary)) as cur:
-            return cur.execute(stmt, (uid, tid, tid, check_positive_int(limit, "limit", maximum=1000))).fetchall()
+        rows: list[Summary] = yield Sql(LATEST, (uid, tid, tid, check_positive_int(limit, "limit", maximum=1000)),
+                                        Summary, user=uid)
+        return rows
 
     def read_summary_memory(self, query: str, *, user_id: str, k: int = 3,
                             thread_id: str | None = None) -> list[Hit[Summary]]:

@@ -20,6 +20,7 @@ from psycopg import sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from memory.store.ops import Op, Sql, run
 from memory.tables.base import Table, columns_of, select_list
 from memory.errors import AccessDeniedError, InvalidInputError, NotFoundError
 from memory.retrieval.hits import Hit
@@ -43,6 +44,9 @@ def _owner_only(action: str, exc: Exception) -> AccessDeniedError:
         f"{action}: shared workflows feed every user's context, so only the schema owner may create, change or "
         "delete them. Connect with the owner's database URL (e.g. `agentmem publish-workflow`), not the "
         f"application role ({exc})")
+
+
+_PUBLISHED_FROM = "SELECT published_from FROM shared_workflow_memory WHERE published_from = ANY(%s)"
 
 
 class Workflows(Table):
@@ -112,24 +116,22 @@ class Workflows(Table):
         cosine similarity to the query (the same value as ``signals["vector"]``; 0 for a
         row without an embedding); ``signals["keyword"]`` is its ``ts_rank_cd``.
         """
+        return run(self.db, self.read_workflows_op(query, user_id=user_id, k=k, hybrid=hybrid))
+
+    def read_workflows_op(self, query: str, *, user_id: str, k: int = 3,
+                          hybrid: bool = True) -> Op[list[Hit[Workflow]]]:
         uid, k = self._uid(user_id), self._k(k)
         check_bool(hybrid, "hybrid")
-        own = self._similar("workflow_memory", Workflow, query, sql.SQL("user_id = %(uid)s"), {"uid": uid},
-                            k=k, hybrid=hybrid)
-        shared = self._similar(SHARED_TABLE, Workflow, query, sql.SQL("true"), {"uid": uid}, k=k, hybrid=hybrid,
-                               columns=_shared_columns())
-        if shared:
-            published = self._published_from([h.item.id for h in own], uid)
+        own = yield from self._similar_op("workflow_memory", Workflow, query, sql.SQL("user_id = %(uid)s"),
+                                          {"uid": uid}, k=k, hybrid=hybrid)
+        shared = yield from self._similar_op(SHARED_TABLE, Workflow, query, sql.SQL("true"), {"uid": uid}, k=k,
+                                             hybrid=hybrid, columns=_shared_columns())
+        if shared and own:
+            rows = yield Sql(_PUBLISHED_FROM, ([h.item.id for h in own],), user=uid)
+            published = {r[0] for r in rows}
             own = [h for h in own if h.item.id not in published]
         merged = sorted(own + shared, key=lambda h: -h.signals["vector"])
         return [Hit(h.item, h.signals["vector"], h.signals) for h in merged[:k]]
-
-    def _published_from(self, ids: list[Any], uid: str) -> set[Any]:
-        if not ids:
-            return set()
-        with self.db.connection(uid) as conn:
-            return {r[0] for r in conn.execute(
-                "SELECT published_from FROM shared_workflow_memory WHERE published_from = ANY(%s)", (ids,))}
 
     def record_workflow_use(self, workflow_id: str, *, user_id: str, success: bool = True) -> None:
         """Count one use of the user's workflow or of a shared one."""
