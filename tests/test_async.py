@@ -191,3 +191,54 @@ def test_many_agents_on_one_loop_lose_nothing(settings, user):
             return [len(await amm.read_thread(user_id=user, thread_id=f"t{t}")) for t in range(threads)]
 
     assert asyncio.run(scenario()) == [per] * threads
+
+
+def test_toolbox_aretrieve_ranks_like_retrieve(mm, user):
+    from toolbox import Toolbox
+
+    tb = Toolbox(mm, namespace=f"aio-{uuid.uuid4().hex[:6]}", keyword_min_coverage=0.0)
+
+    def get_weather(city: str) -> str:
+        """Current weather forecast for a city."""
+        return city
+
+    def send_invoice(customer: str, amount: float) -> str:
+        """Email an invoice to a customer."""
+        return customer
+
+    tb.register_tools([get_weather, send_invoice])
+    got = asyncio.run(tb.aretrieve("email the invoice to the customer", k=1))
+    assert [t.name for t in got] == [t.name for t in tb.retrieve("email the invoice to the customer", k=1)]
+    assert got[0].name == "send_invoice"
+
+
+def test_agent_arun_is_the_same_turn(mm, user, thread):
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+
+    from memory import MemoryAgent
+    from toolbox import Toolbox
+
+    tb = Toolbox(mm, namespace=f"aio-{uuid.uuid4().hex[:6]}")
+    agent = MemoryAgent(mm, tb, FakeMessagesListChatModel(responses=[AIMessage("Hello from the model.")]),
+                        extract_with_model=False)
+
+    async def scenario() -> Any:
+        ticks = 0
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        beat = asyncio.create_task(heartbeat())
+        result = await agent.arun("Hi there", user_id=user, thread_id=thread)
+        beat.cancel()
+        return result, ticks
+
+    result, ticks = asyncio.run(scenario())
+    assert result.answer == "Hello from the model."
+    assert [(m.role, m.content) for m in mm.read_thread(user_id=user, thread_id=thread)] == [
+        ("user", "Hi there"), ("assistant", "Hello from the model.")]
+    assert ticks > 0  # the loop kept running during the turn

@@ -288,6 +288,12 @@ class Toolbox:
         chosen += [n for n in pinned if n not in chosen and n in tools]
         return [dataclasses.replace(tools[n], score=sims.get(n)) for n in chosen]
 
+    async def aretrieve(self, query: str, k: int = 5, *, mode: str = "hybrid") -> list[Tool]:
+        """Async :meth:`retrieve`: the query's embedding and the ranking statements run in a worker thread."""
+        import asyncio
+
+        return await asyncio.to_thread(self.retrieve, query, k, mode=mode)
+
     def openai_tools(self, query: str, k: int = 5) -> list[dict[str, Any]]:
         """``retrieve`` as OpenAI tool schemas, ready for ``bind_tools`` or the API's ``tools=``."""
         return [t.openai_schema for t in self.retrieve(query, k)]

@@ -224,6 +224,17 @@ class MemoryAgent:
         finally:
             _TURN.reset(token)
 
+    async def arun(self, message: str, *, user_id: str, thread_id: str) -> TurnResult:
+        """:meth:`run` for asyncio: the turn runs in a worker thread, so the event loop stays free.
+
+        The turn itself is the sync one (its memory calls on the manager's sync pool, its
+        model and tool calls bounded by ``max_seconds`` and the tool timeouts). Cancelling
+        the awaiting task stops the wait, not the turn: it runs to its end in its thread,
+        and every write it makes is as complete as in :meth:`run`."""
+        import asyncio
+
+        return await asyncio.to_thread(self.run, message, user_id=user_id, thread_id=thread_id)
+
     def _run(self, message: str, uid: str, tid: str) -> TurnResult:
         mm = self.mm
         started = time.monotonic()

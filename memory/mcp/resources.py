@@ -29,7 +29,7 @@ SUMMARY_URI = "agentmem://summaries/{summary_id}"
 def register_resources(server: Any, service: Service) -> list[str]:
     """Add the thread and summary resource templates to ``server``; returns their URI templates."""
 
-    def act(ctx: Context, work: Callable[[Any, str], T]) -> T:
+    def act(ctx: Context, work: Callable[[Any], T]) -> T:
         try:
             return service.run(ctx.headers, work)
         except Exception as exc:
@@ -39,8 +39,8 @@ def register_resources(server: Any, service: Service) -> list[str]:
                      description="A conversation thread of the user: every message, oldest first; consolidated "
                                  "messages carry their [Summary ID: ...].")
     def thread(thread_id: str, ctx: Context) -> str:
-        def work(mm: Any, user: str) -> str:
-            rows = mm.read_thread(thread_id=thread_id, user_id=user)
+        def work(mem: Any) -> str:
+            rows = mem.thread(thread_id).history()
             if not rows:
                 raise NotFoundError(f"no thread {thread_id!r} for this user")
             lines = [f"# Thread {thread_id}", "",
@@ -54,6 +54,6 @@ def register_resources(server: Any, service: Service) -> list[str]:
     @server.resource(SUMMARY_URI, name="summary", mime_type="text/markdown",
                      description="A stored summary and every original message it replaced, oldest first.")
     def summary(summary_id: str, ctx: Context) -> str:
-        return act(ctx, lambda mm, user: mm.expand_summary(summary_id=summary_id, user_id=user).format())
+        return act(ctx, lambda mem: mem.expand(summary_id).format())
 
     return [THREAD_URI, SUMMARY_URI]

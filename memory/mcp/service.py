@@ -54,12 +54,12 @@ class Service:
                 self._mm = MemoryManager.open(self.settings, embedder=self._embedder)
             return self._mm
 
-    def run(self, headers: Mapping[str, str] | None, work: Callable[[Any, str], T]) -> T:
-        """``work(manager, user)`` for the user of a request with these headers (see the module docstring)."""
+    def run(self, headers: Mapping[str, str] | None, work: Callable[[Any], T]) -> T:
+        """``work(mm.user(u))`` for the user ``u`` of a request with these headers (see the module docstring)."""
         user = self.identity.user_for(headers)
         mm = self.manager()
         try:
-            return work(mm, user)
+            return work(mm.user(user))
         except DatabaseUnavailableError:
             self._drop_if_down(mm)
             raise

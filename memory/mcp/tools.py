@@ -52,7 +52,7 @@ def message_dict(m: Any) -> dict[str, Any]:
 
 def register_tools(server: Any, service: Service) -> list[str]:
     """Add every agentmem tool to ``server`` (an ``MCPServer``); returns their names."""
-    def act(ctx: Context, work: Callable[[Any, str], T]) -> T:
+    def act(ctx: Context, work: Callable[[Any], T]) -> T:
         try:
             return service.run(ctx.headers if ctx is not None else None, work)
         except ToolError:
@@ -78,10 +78,9 @@ def register_tools(server: Any, service: Service) -> list[str]:
         its kind, date, thread and score; a result with a summary_id can be opened with expand_summary (or
         read as the resource agentmem://summaries/{summary_id}). An empty list means nothing relevant was
         found: say so rather than guess."""
-        def work(mm: Any, user: str) -> dict[str, Any]:
-            hits = mm.search_memory(query=query, user_id=user, k=k, scope=scope, thread_id=thread_id,
-                                    since=_date(since, "since"), until=_date(until, "until"),
-                                    min_score=DEFAULT_TOOL_MIN_SCORE)
+        def work(mem: Any) -> dict[str, Any]:
+            hits = mem.search(query, k=k, scope=scope, thread_id=thread_id, since=_date(since, "since"),
+                              until=_date(until, "until"), min_score=DEFAULT_TOOL_MIN_SCORE)
             return {"results": [
                 {"kind": h.kind, "id": h.id, "content": h.content, "score": round(h.score, 4),
                  "created_at": iso(h.created_at), "thread_id": h.thread_id,
@@ -99,8 +98,8 @@ def register_tools(server: Any, service: Service) -> list[str]:
 
         Write every user message and every answer you give, in order, to the same thread_id, so that
         build_context, search_memory and summarize_and_store can use them later."""
-        def work(mm: Any, user: str) -> dict[str, Any]:
-            m = mm.write_conversational_memory(user_id=user, thread_id=thread_id, role=role, content=content)
+        def work(mem: Any) -> dict[str, Any]:
+            m = mem.thread(thread_id).write(role, content)
             return {"status": "ok", "thread_id": m.thread_id, "message": message_dict(m)}
         return act(ctx, work)
 
@@ -115,9 +114,10 @@ def register_tools(server: Any, service: Service) -> list[str]:
 
         Put the returned context before the request. `status` is the context monitor's verdict on it
         (ok / warning / critical): at warning or critical, call summarize_and_store for the thread."""
-        def work(mm: Any, user: str) -> dict[str, Any]:
-            text = mm.build_context(query=query, user_id=user, thread_id=thread_id, k=k)
-            return {"context": text, **_status(mm.monitor_context_window(context=text))}
+        def work(mem: Any) -> dict[str, Any]:
+            thread = mem.thread(thread_id)
+            text = thread.context(query, k=k)
+            return {"context": text, **_status(thread.status(text))}
         return act(ctx, work)
 
     def context_status(
@@ -133,16 +133,16 @@ def register_tools(server: Any, service: Service) -> list[str]:
         warning (below 80 %) or critical. Give exactly one of thread_id or text.
 
         At warning or critical, consolidate older conversation with summarize_and_store."""
-        def work(mm: Any, user: str) -> dict[str, Any]:
+        def work(mem: Any) -> dict[str, Any]:
             if (thread_id is None) == (text is None):
                 raise InvalidInputError("give exactly one of thread_id (measure that thread's context) or text")
             if text is not None:
                 measured = text
             else:  # the context built for the thread's latest message, the request being answered
-                latest = mm.read_conversational_memory(thread_id=thread_id, user_id=user, limit=1)
-                query = latest[0].content if latest and latest[0].content.strip() else str(thread_id)
-                measured = mm.build_context(query=query, user_id=user, thread_id=thread_id)
-            return _status(mm.monitor_context_window(context=measured, model=model))
+                thread = mem.thread(thread_id)
+                latest = thread.messages(limit=1)
+                measured = thread.context(latest[0].content if latest and latest[0].content.strip() else thread_id)
+            return _status(mem.mm.monitor_context_window(measured, model))
         return act(ctx, work)
 
     def summarize_and_store(
@@ -159,9 +159,8 @@ def register_tools(server: Any, service: Service) -> list[str]:
 
         Call it when context_status or build_context reports warning or critical. The result names the
         summary; its reference `[Summary ID: ...] label` replaces those turns in later contexts."""
-        def work(mm: Any, user: str) -> dict[str, Any]:
-            r = mm.summarize_conversation(thread_id=thread_id, user_id=user, keep_recent=keep_recent,
-                                          model=service.model(), focus=focus or None)
+        def work(mem: Any) -> dict[str, Any]:
+            r = mem.thread(thread_id).consolidate(keep_recent=keep_recent, model=service.model(), focus=focus or None)
             out: dict[str, Any] = {"status": r.status, "message": r.message, "consolidated_messages": len(r.source_ids),
                                    "kept_turns": r.kept_turns}
             if r.summary is not None:
@@ -179,8 +178,8 @@ def register_tools(server: Any, service: Service) -> list[str]:
         """Open a stored summary: its text and every original message it replaced, oldest first.
 
         Use it when a `[Summary ID: ...]` reference hides a detail you need."""
-        def work(mm: Any, user: str) -> dict[str, Any]:
-            e = mm.expand_summary(summary_id=summary_id, user_id=user)
+        def work(mem: Any) -> dict[str, Any]:
+            e = mem.expand(summary_id)
             return {"summary_id": str(e.summary.summary_id), "label": e.summary.description,
                     "thread_id": e.summary.thread_id, "content": e.summary.content,
                     "messages": [message_dict(m) for m in e.messages]}
@@ -199,8 +198,8 @@ def register_tools(server: Any, service: Service) -> list[str]:
 
         A restated fact updates the saved one; a contradicting one replaces it (the old one stays as
         history)."""
-        def work(mm: Any, user: str) -> dict[str, Any]:
-            done = mm.remember(user_id=user, category=category, content=content, replaces=replaces)
+        def work(mem: Any) -> dict[str, Any]:
+            done = mem.remember(category, content, replaces=replaces)
             out = {"status": "ok", "action": done.action, "fact": fact_dict(done.fact)}
             if done.previous is not None and done.action == "superseded":
                 out["replaced"] = fact_dict(done.previous)
@@ -212,29 +211,28 @@ def register_tools(server: Any, service: Service) -> list[str]:
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Stop using a saved fact (it is kept as history, no longer recalled or put in contexts)."""
-        return act(ctx, lambda mm, user: {"status": "ok",
-                                          "forgotten": fact_dict(mm.forget(fact_id=fact_id, user_id=user))})
+        return act(ctx, lambda mem: {"status": "ok", "forgotten": fact_dict(mem.forget_fact(fact_id))})
 
     def recall(
         query: Annotated[str, Field(description="What to look for; empty lists every saved fact.")] = "",
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """List the user's saved facts with their ids, most relevant to the query first."""
-        def work(mm: Any, user: str) -> dict[str, Any]:
-            k = max(mm.settings.max_active_facts, 1)
+        def work(mem: Any) -> dict[str, Any]:
+            k = max(mem.mm.settings.max_active_facts, 1)
             # with a query recall ranks hits (Hit[Fact]); without one it lists the facts
-            facts = [h.item for h in mm.recall(query, user_id=user, k=k)] if query else mm.recall(user_id=user, k=k)
+            facts = [h.item for h in mem.recall(query, k=k)] if query else mem.recall(k=k)
             return {"facts": [fact_dict(f) for f in facts]}
         return act(ctx, work)
 
     def list_threads(ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """The user's conversation threads, most recent first, with how many messages each has and how many
         of them are consolidated into summaries. Read one as the resource agentmem://threads/{thread_id}."""
-        def work(mm: Any, user: str) -> dict[str, Any]:
+        def work(mem: Any) -> dict[str, Any]:
             return {"threads": [
                 {"thread_id": t["thread_id"], "messages": t["total"], "unsummarized": t["unsummarized"],
                  "summarized": t["summarized"], "first_at": iso(t["first_at"]), "last_at": iso(t["last_at"])}
-                for t in mm.list_threads(user_id=user)]}
+                for t in mem.threads()]}
         return act(ctx, work)
 
     def find_tools(
@@ -246,8 +244,8 @@ def register_tools(server: Any, service: Service) -> list[str]:
         toolbox (ranked by meaning and keywords), with their descriptions and parameter names."""
         from toolbox.catalog import search_tools
 
-        def work(mm: Any, user: str) -> dict[str, Any]:
-            rows = search_tools(mm, request, service.namespace, k)
+        def work(mem: Any) -> dict[str, Any]:
+            rows = search_tools(mem.mm, request, service.namespace, k)
             return {"namespace": service.namespace, "tools": [
                 {"name": t.name, "description": t.description, "parameters": t.parameters,
                  "score": round(t.score, 4) if t.score is not None else None} for t in rows]}
