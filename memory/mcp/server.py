@@ -71,6 +71,7 @@ def run_http(service: Service, host: str = "127.0.0.1", port: int = 8765) -> Non
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(2048)  # connections made once the address is announced wait in the backlog for uvicorn
     bound = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on")  # type: ignore[arg-type]
     _warm_up(service)
