@@ -10,10 +10,9 @@ real augmentation prompt with the catalogue's hand-written example requests; it
 shows the mechanics and the effect of example queries, not the quality of any LLM.
 ``--llm`` uses the chat model configured in the environment instead.
 
-Each tool has two held-out paraphrased requests: ``dev`` (used to choose the fusion
-settings, printed as a sweep) and ``test`` (reported, never used for tuning). The
-sweep fuses the same vector and keyword rankings ``Toolbox.retrieve`` computes (pool
-of 40 for k=10); the reported tables call ``Toolbox.retrieve`` itself. A second,
+Each tool has two held-out paraphrased requests: ``dev`` (with ToolBench's G1, used to
+choose the fusion weights: see ``toolbox/index.py``) and ``test`` (reported, never used
+for tuning); both are reported through ``Toolbox.retrieve`` itself. A second,
 mechanically derived set of literal requests (the tool's name words and its first
 parameter, e.g. "get exchange rate base") shows what keyword search is for.
 Latency is measured over ``--tools`` registered tools (the catalogue plus variants
@@ -36,10 +35,8 @@ from _common import (bench_embedder, Timer, base_parser, embedded_server, log, o
 from tool_catalogue import CatalogueTool, ScriptedAugmenter, load, make_function  # noqa: E402
 
 from memory import MemoryManager  # noqa: E402
-from memory.retrieval.fusion import fuse_rankings  # noqa: E402
-from toolbox import DEFAULT_MIN_COVERAGE, DEFAULT_RRF_K, DEFAULT_WEIGHTS, Toolbox  # noqa: E402
-from toolbox import store  # noqa: E402
-from toolbox.text import keyword_query, split_identifier  # noqa: E402
+from toolbox import GROUP_WEIGHT, KEYWORD_WEIGHT, Toolbox  # noqa: E402
+from toolbox.text import split_identifier  # noqa: E402
 
 K_EVAL = 10
 
@@ -58,35 +55,6 @@ def queries(tools: list[CatalogueTool], split: str) -> tuple[list[str], list[str
         return [q for q, _ in pairs], [y for _, y in pairs]
     pairs = [(q, t.name) for t in tools for q in getattr(t, split)]
     return [q for q, _ in pairs], [y for _, y in pairs]
-
-
-def raw_rankings(tb: Toolbox, qs: list[str]) -> list[tuple[list[str], list[tuple[str, float]]]]:
-    """The vector and keyword rankings retrieve() fuses, for offline weight sweeps."""
-    names = [t.name for t in tb.tools]
-    pool = max(4 * K_EVAL, 20)
-    out = []
-    for q in qs:
-        qvec = tb.mm.embeddings.embed([q])[0]
-        vec = [n for n, _ in store.vector_ranking(tb.mm.db, tb.namespace, names, qvec, pool)]
-        tsq = keyword_query(q)
-        kw = store.keyword_ranking(tb.mm.db, tb.namespace, names, tsq.replace(" | ", " "), tsq, pool) if tsq else []
-        out.append((vec, kw))
-    return out
-
-
-def sweep(rankings: dict[str, list[tuple[list[str], list[tuple[str, float]]]]],
-          labels: list[str]) -> list[list[Any]]:
-    rows = []
-    settings = [(0.0, 60, 0.0)] + [(w, k, gate) for gate in (0.0, 0.5, 0.7) for k in (5, 60) for w in (0.25, 0.5, 1.0)]
-    for kw_weight, rrf_k, gate in settings:
-        row: list[Any] = ["vector only" if not kw_weight else f"w_kw={kw_weight} k={rrf_k} min_cov={gate}"]
-        for ranks in rankings.values():
-            fused = [fuse_rankings([v, [n for n, c in kw if c >= gate]], [1.0, kw_weight], k=rrf_k)[:K_EVAL]
-                     for v, kw in ranks]
-            m = metrics(fused, labels)
-            row += [m["recall@1"], m["mrr"]]
-        rows.append(row)
-    return rows
 
 
 def register_catalogue(mm: MemoryManager, tools: list[CatalogueTool], namespace: str, *, augment: bool,
@@ -146,16 +114,10 @@ def main() -> None:
         log(f"re-registering the unchanged catalogue: {t_re.seconds:.2f}s, {again.llm_calls} LLM calls, "
             f"{mm.embeddings.texts_embedded - texts_before} embeddings (first run: {calls_before} LLM calls)")
 
-        # 1. Weight sweep on the dev split (offline fusion of the same rankings retrieve() uses).
-        dev_rank = {"plain": raw_rankings(plain, dev_q), "augmented": raw_rankings(aug, dev_q)}
-        rows = sweep(dev_rank, dev_y)
-        print_table("Fusion sweep on the DEV split (vector weight 1.0; settings chosen on this split only)",
-                    ["fusion", "plain R@1", "plain MRR", "aug R@1", "aug MRR"], rows)
-        results["dev_sweep"] = rows
-
         # 2. The held-out test split (and literal by-name requests) through Toolbox.retrieve itself.
         detail: dict[str, Any] = {}
-        for split, (qs, ys) in (("test", (test_q, test_y)), ("name", queries(tools, "name"))):
+        for split, (qs, ys) in (("dev", (dev_q, dev_y)), ("test", (test_q, test_y)),
+                                ("name", queries(tools, "name"))):
             table = []
             for label, tb in (("plain", plain), ("augmented", aug)):
                 for mode in ("vector", "keyword", "hybrid"):
@@ -163,10 +125,11 @@ def main() -> None:
                     m = metrics(ranked, ys)
                     detail[f"{split}/{label}/{mode}"] = m
                     table.append([label, mode, m["recall@1"], m["recall@5"], m["mrr"]])
-            title = (f"TEST split: {len(qs)} held-out paraphrased requests" if split == "test" else
-                     f"BY-NAME requests: {len(qs)} literal requests (tool name words + first parameter)")
-            print_table(f"{title}, {len(tools)} tools; hybrid = weights {DEFAULT_WEIGHTS}, rrf k={DEFAULT_RRF_K}, "
-                        f"keyword min coverage {DEFAULT_MIN_COVERAGE}; augmentation: {llm_label}",
+            title = {"dev": f"DEV split: {len(qs)} paraphrased requests (used to choose the weights)",
+                     "test": f"TEST split: {len(qs)} held-out paraphrased requests",
+                     "name": f"BY-NAME requests: {len(qs)} literal requests (tool name words + first parameter)"}[split]
+            print_table(f"{title}, {len(tools)} tools; hybrid = vector + {KEYWORD_WEIGHT} keyword + {GROUP_WEIGHT} "
+                        f"group; augmentation: {llm_label}",
                         ["descriptions", "search", "recall@1", "recall@5", "MRR"], table)
         results["test"] = detail
         mm.close()

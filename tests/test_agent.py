@@ -81,9 +81,7 @@ def call(name: str, **args: Any) -> AIMessage:
 
 @pytest.fixture
 def toolbox(mm: MemoryManager) -> Toolbox:
-    # The hash embedder knows no meaning, so keyword ranks vote ungated here (the default
-    # coverage gate is calibrated for MiniLM by bench/tool_retrieval.py).
-    tb = Toolbox(mm, namespace=f"agent-{uuid.uuid4().hex[:6]}", keyword_min_coverage=0.0)
+    tb = Toolbox(mm, namespace=f"agent-{uuid.uuid4().hex[:6]}")
     for fn in (get_weather, convert_currency, send_email, book_meeting_room):
         tb.register_tool(fn)
     return tb

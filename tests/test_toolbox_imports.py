@@ -50,8 +50,8 @@ def test_no_memory_module_imports_the_toolbox_at_import_time() -> None:
 
 
 def test_importing_toolbox_first_in_a_fresh_interpreter() -> None:
-    code = ("import sys, json; import toolbox; "
-            "print(json.dumps([toolbox.Toolbox.__module__, sorted(m for m in sys.modules if m.startswith('toolbox'))]))")
+    code = ("import sys, json; import toolbox; print(json.dumps([toolbox.Toolbox.__module__, "
+            "sorted(m for m in sys.modules if m.startswith('toolbox'))]))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     module, loaded = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -4,9 +4,9 @@ A :class:`~toolbox.Toolbox` can only retrieve and run the tools its own process
 registered: it holds the functions. The ``agentmem tools`` command is a process of
 its own with no functions, so it reads the rows every process of a deployment has
 stored in ``toolbox_memory`` instead: what is described there, per namespace.
-Searching ranks those rows as :meth:`Toolbox.retrieve` does (the query's embedding
-against the stored one, keyword match, the same weighted rank fusion), over every
-stored tool of the namespace. Nothing here writes.
+Searching ranks those rows as :meth:`Toolbox.retrieve` does (the same index over the
+stored embeddings and texts, ``index.py``), over every stored tool of the namespace.
+Nothing here writes.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from psycopg.rows import class_row
 from memory import MemoryManager
 from memory.store.validation import check_id, check_positive_int, check_text
 
-from .ranking import rank_tools
+from . import store
+from .index import IndexedTool, ToolIndex
+from .ranking import rank_many
 
 
 @dataclass
@@ -50,16 +52,19 @@ def list_tools(mm: MemoryManager, namespace: str | None = None) -> list[StoredTo
 
 
 def search_tools(mm: MemoryManager, query: str, namespace: str = "default", k: int = 5) -> list[StoredTool]:
-    """The ``k`` stored tools of ``namespace`` most relevant to ``query`` (hybrid, like ``retrieve``)."""
+    """The ``k`` stored tools of ``namespace`` most relevant to ``query`` (ranked like ``retrieve``)."""
     query = check_text(query, "query", max_chars=mm.settings.max_content_chars)
     k = check_positive_int(k, "k", maximum=1000)
-    tools = {t.name: t for t in list_tools(mm, namespace)}
-    if not tools:
+    ns = check_id(namespace, "namespace")
+    tools = {t.name: t for t in list_tools(mm, ns)}
+    rows = [r for r in store.fetch_many(mm.db, ns) if r.name in tools]
+    if not rows:
         return []
-    ranked = rank_tools(mm.db, mm.embeddings, namespace, list(tools), query, k)
+    index = ToolIndex([IndexedTool(r.name, r.description, r.json_schema, list(r.queries), r.category, r.embedding)
+                       for r in rows])
     out = []
-    for name, score in ranked:
-        tool = tools[name]
+    for position, score, _signals in rank_many(index, mm.embeddings, [query], k)[0]:
+        tool = tools[rows[position].name]
         tool.score = score
         out.append(tool)
     return out

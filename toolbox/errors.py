@@ -22,3 +22,7 @@ class ToolSchemaError(ToolboxError, InvalidInputError):
 
 class ToolNotRegisteredError(ToolboxError, NotFoundError):
     """No tool of that name is registered in this process."""
+
+
+class ToolNotRunnableError(ToolboxError):
+    """The tool was registered from a schema without a handler: retrieve it and run it yourself."""

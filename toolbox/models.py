@@ -14,13 +14,15 @@ class Tool:
     """A registered tool: the function, and how the model sees it.
 
     ``openai_schema`` is the OpenAI tools format, accepted as is by the OpenAI API and by
-    ``ChatOpenAI(...).bind_tools([...])``.
+    ``ChatOpenAI(...).bind_tools([...])``. ``func`` is None for a tool registered from a
+    schema without a handler: it can be retrieved and its calls checked, not run here.
+    ``category``: the group it belongs to (MCP server, API, toolkit), "" for none.
     """
 
     name: str
     description: str
     json_schema: dict[str, Any]
-    func: Callable[..., Any]
+    func: Callable[..., Any] | None
     docstring: str = ""
     queries: list[str] = field(default_factory=list)
     augmented: bool = False
@@ -28,7 +30,10 @@ class Tool:
     content_hash: str = ""
     signature: str = ""
     adapters: dict[str, TypeAdapter[Any]] = field(default_factory=dict, repr=False)
-    score: float | None = None  # set on tools returned by ``retrieve``
+    category: str = ""
+    embedding: Any = field(default=None, repr=False)  # the stored embedding retrieval compares with
+    score: float | None = None  # set on tools returned by ``retrieve`` (None for a pinned tool added)
+    signals: dict[str, float] = field(default_factory=dict)  # the signals behind ``score`` (toolbox/index.py)
     timeout: float | None = None  # seconds this tool may run; None: the toolbox's ``tool_timeout``
 
     @property
@@ -37,7 +42,24 @@ class Tool:
                 "function": {"name": self.name, "description": self.description, "parameters": self.json_schema}}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.func is None:
+            from .errors import ToolNotRunnableError
+
+            raise ToolNotRunnableError(f"tool {self.name!r} was registered from a schema without a handler")
         return self.func(*args, **kwargs)
+
+
+class Retrieved(list[Tool]):
+    """What :meth:`Toolbox.retrieve` returns: the tools, best first, and whether any suits the request.
+
+    ``best_score`` is the top tool's score (None when nothing was ranked); ``suitable`` is
+    False when it is below the toolbox's ``min_score`` (see ``toolbox/index.py``,
+    ``NO_TOOL_SCORE``): the request most likely needs a tool this catalogue does not have.
+    The tools are returned either way (and pinned tools are always added).
+    """
+
+    best_score: float | None = None
+    suitable: bool = True
 
 
 @dataclass

@@ -1,49 +1,40 @@
-"""The fusion both retrieval paths share: vector ranks + gated keyword ranks, weighted RRF.
+"""The ranking both retrieval paths share: request parts embedded in one batch, then the index.
 
-:meth:`Toolbox.retrieve` (the tools this process registered) and the CLI's
-``tools search`` (every stored tool of a namespace) must rank alike, so the ranking
-lives here once. The settings and why they are what they are: ``toolbox.toolbox``.
+:meth:`Toolbox.retrieve` / :meth:`Toolbox.retrieve_many` (the tools this process
+registered) and the CLI's ``tools search`` (every stored tool of a namespace) rank
+alike, so the steps live here once. The signals and their weights: ``index.py``.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from memory.retrieval.fusion import fuse_rankings
-from memory import Database
+import numpy as np
+
 from memory.retrieval.embeddings import EmbeddingService
 
-from . import store
-from .text import keyword_query
+from .index import MODES, ToolIndex, request_parts
 
-#: Fusion settings, chosen on the dev split of bench/tool_retrieval.py (never on its test split):
-#: weighted reciprocal rank fusion (vector 1.0, keyword 0.5, the usual constant 60), where
-#: a tool enters the keyword ranking only if its text covers at least 70 % of the request's
-#: word information (IDF mass). Ungated, keyword ranks made paraphrased requests worse at
-#: every weight tried (short tool texts share incidental words like "city" or "list" with
-#: almost any request); gated, they change nothing on paraphrases and fix the requests
-#: that name a tool's own words.
-DEFAULT_WEIGHTS = (1.0, 0.5)
-DEFAULT_RRF_K = 60
-DEFAULT_MIN_COVERAGE = 0.7
-MODES = ("hybrid", "vector", "keyword")
+__all__ = ["MODES", "rank_many"]
 
 
-def rank_tools(db: Database, embeddings: EmbeddingService, namespace: str, names: Sequence[str], query: str,
-               k: int, *, mode: str = "hybrid", weights: Sequence[float] = DEFAULT_WEIGHTS,
-               rrf_k: int = DEFAULT_RRF_K, min_coverage: float = DEFAULT_MIN_COVERAGE) -> list[tuple[str, float | None]]:
-    """The ``k`` best of ``names`` for ``query``, each with its cosine similarity (None if keyword-only)."""
-    pool = max(4 * k, 20)
-    ranked_vec: list[tuple[str, float]] = []
-    ranked_kw: list[str] = []
-    if mode != "keyword":
-        qvec = embeddings.embed([query[:4000]])[0]
-        ranked_vec = store.vector_ranking(db, namespace, names, qvec, pool)
-    tsq = keyword_query(query)
-    if mode != "vector" and tsq:
-        ranked_kw = [n for n, coverage in store.keyword_ranking(db, namespace, names, tsq.replace(" | ", " "), tsq,
-                                                                pool)
-                     if mode == "keyword" or coverage >= min_coverage]
-    sims = dict(ranked_vec)
-    order = fuse_rankings([[n for n, _ in ranked_vec], ranked_kw], list(weights), k=rrf_k)
-    return [(n, sims.get(n)) for n in order[:k]]
+def embed_requests(embeddings: EmbeddingService, queries: Sequence[str]) -> list[np.ndarray]:
+    """Each request's parts as a matrix (one row per part), all parts embedded in one batch."""
+    parts = [request_parts(q) for q in queries]
+    flat = [p[:4000] for ps in parts for p in ps]
+    vectors = embeddings.embed(flat) if flat else []
+    out, start = [], 0
+    for ps in parts:
+        out.append(np.stack(vectors[start:start + len(ps)]))
+        start += len(ps)
+    return out
+
+
+def rank_many(index: ToolIndex, embeddings: EmbeddingService, queries: Sequence[str], k: int,
+              mode: str = "hybrid") -> list[list[tuple[int, float, dict[str, float]]]]:
+    """For each request, the ``k`` best tools of ``index`` as (position, score, signals)."""
+    if index.n == 0:
+        return [[] for _ in queries]
+    vectors: list[np.ndarray | None] = list(embed_requests(embeddings, queries)) if mode != "keyword" \
+        else [None] * len(queries)
+    return [index.rank(q, v, k, mode) for q, v in zip(queries, vectors, strict=True)]

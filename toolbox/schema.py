@@ -33,7 +33,8 @@ import types
 import typing
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import docstring_parser
 from pydantic import Field, TypeAdapter, create_model
@@ -87,7 +88,7 @@ def describe_function(func: Callable[..., Any], name: str | None = None) -> Func
         hint = hints.get(pname, param.annotation)
         hint = Any if hint is inspect.Parameter.empty else hint
         if param.default is None and not _accepts_none(hint):
-            hint = typing.Optional[hint]  # ``x: int = None`` means "may be null"
+            hint = typing.Optional[hint]  # noqa: UP045 - ``x: int = None`` means "may be null"
         _check_keys(hint, where)
         text = _annotated_text(hint) or param_docs.get(pname) or None
         default = ... if param.default is param.empty else param.default
@@ -237,7 +238,7 @@ def _accepts_none(hint: Any) -> bool:
 
 
 def _hints(func: Callable[..., Any], where: str) -> dict[str, Any]:
-    target = func.__call__ if not inspect.isroutine(func) and hasattr(func, "__call__") else func
+    target = func if inspect.isroutine(func) else getattr(func, "__call__", func)  # noqa: B004
     target = getattr(target, "func", target)  # functools.partial
     try:
         return typing.get_type_hints(target, include_extras=True)

@@ -20,7 +20,7 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[A-Za-z0-9]+")
 
 #: Bump when the search text layout changes, so stored tools are re-embedded.
-SEARCH_TEXT_VERSION = 1
+SEARCH_TEXT_VERSION = 2
 
 
 def split_identifier(name: str) -> list[str]:
@@ -55,27 +55,33 @@ def keyword_query(text: str, *, max_terms: int = 64) -> str | None:
 def parameter_text(parameters: dict[str, Any]) -> str:
     """The signature as words: each parameter's name (split), its description and allowed values."""
     parts = []
-    for pname, prop in parameters.get("properties", {}).items():
+    props = parameters.get("properties") if isinstance(parameters, dict) else None
+    for pname, prop in (props if isinstance(props, dict) else {}).items():
+        if not isinstance(prop, dict):
+            prop = {}
         about = [str(prop["description"]).strip().rstrip(".")] if prop.get("description") else []
-        if prop.get("enum"):
+        if isinstance(prop.get("enum"), list):
             about.append("one of " + ", ".join(str(v) for v in prop["enum"] if v is not None))
         parts.append(" ".join(split_identifier(pname)) + (": " + ", ".join(about) if about else ""))
     return "; ".join(parts)
 
 
-def search_text(name: str, description: str, parameters: dict[str, Any], queries: Sequence[str]) -> str:
-    """Name words, description, the signature as words, and example queries, one per line."""
+def search_text(name: str, description: str, parameters: dict[str, Any], queries: Sequence[str],
+                category: str = "") -> str:
+    """Name words (and the group), description, the signature as words, and example queries, one per line."""
     params = parameter_text(parameters)
-    parts = [" ".join(split_identifier(name)), description.strip(), f"Parameters: {params}" if params else ""]
+    head = " ".join(split_identifier(name)) + (f" ({category})" if category else "")
+    parts = [head, description.strip(), f"Parameters: {params}" if params else ""]
     parts.extend(q.strip() for q in queries if q.strip())
     return "\n".join(p for p in parts if p)
 
 
-def content_hash(*, name: str, docstring: str, parameters: dict[str, Any], augment: bool, model: str) -> str:
+def content_hash(*, name: str, docstring: str, parameters: dict[str, Any], augment: bool, model: str,
+                 category: str = "") -> str:
     """What must be unchanged for a stored tool to be reused without an LLM call or embedding."""
     payload = json.dumps(
         {"v": SEARCH_TEXT_VERSION, "name": name, "doc": docstring, "params": parameters, "augment": augment,
-         "model": model},
+         "model": model, "category": category},
         sort_keys=True, ensure_ascii=False, default=str,
     )
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()

@@ -46,10 +46,12 @@ from . import store
 from .augment import Augmentation, augment
 from .calls import ParsedCall, check_arguments, convert_arguments, parse_call, render_output
 from .errors import ToolNotRegisteredError
-from .models import Tool, ToolResult
-from .ranking import DEFAULT_MIN_COVERAGE, DEFAULT_RRF_K, DEFAULT_WEIGHTS, MODES, rank_tools
+from .index import MODES, NO_TOOL_SCORE, IndexedTool, ToolIndex
+from .models import Retrieved, Tool, ToolResult
+from .ranking import rank_many
 from .running import MAX_ABANDONED, Outcome, arun_tool, run_tool, safe_repr, safe_str
 from .schema import FunctionSpec, describe_function
+from .schemas import describe_schema
 from .text import content_hash, search_text
 
 log = logging.getLogger("toolbox")
@@ -78,7 +80,8 @@ class _Pending:
     """A tool whose stored row must be (re)built: augmentation done, embedding pending."""
 
     spec: FunctionSpec
-    func: Callable[..., Any]
+    func: Callable[..., Any] | None
+    category: str
     hash: str
     aug: Augmentation
     text: str
@@ -91,22 +94,21 @@ class Toolbox:
     ``memory.llm.chat.chat_model_from_env()``; with None, augmentation falls back to the
     docstring (and says so once per toolbox). ``output_limit``:
     outputs longer than this many characters reach the model as a preview plus the
-    ``tool_log`` id of the full text.
+    ``tool_log`` id of the full text. ``min_score``: the best score below which
+    :meth:`retrieve` reports that no registered tool suits the request (calibrated:
+    ``toolbox/index.py``).
     """
 
     def __init__(self, mm: MemoryManager, *, namespace: str = "default", llm: Any = None,
-                 output_limit: int = 4_000, n_queries: int = 5,
-                 weights: tuple[float, float] = DEFAULT_WEIGHTS, rrf_k: int = DEFAULT_RRF_K,
-                 keyword_min_coverage: float = DEFAULT_MIN_COVERAGE) -> None:
+                 output_limit: int = 4_000, n_queries: int = 5, min_score: float = NO_TOOL_SCORE) -> None:
         self.mm = mm
         self.namespace = check_id(namespace, "namespace", max_chars=mm.settings.max_id_chars)
         self.llm = llm
         self.output_limit = check_positive_int(output_limit, "output_limit")
         self.n_queries = check_positive_int(n_queries, "n_queries", maximum=50)
-        self.weights = weights
-        self.rrf_k = rrf_k
-        self.keyword_min_coverage = keyword_min_coverage
+        self.min_score = check_number(min_score, "min_score")
         self._tools: dict[str, Tool] = {}
+        self._index: ToolIndex | None = None  # built on the first retrieval after a change
         self._pinned: list[str] = []
         self._lock = threading.RLock()
         self._said_no_llm = False
@@ -159,6 +161,43 @@ class Toolbox:
         if len(names) != len(funcs):
             raise InvalidInputError("names must have one entry per function")
         specs = [describe_function(f, n) for f, n in zip(funcs, names)]  # all described before anything is written
+        return self._register(specs, funcs, [""] * len(specs), augment=augment, timeout=timeout)
+
+    def register_schema(self, schema: Any, handler: Callable[..., Any] | None = None, *,
+                        category: str | None = None, augment: bool = False,
+                        timeout: float | None = None) -> Tool:
+        """Register a tool from its schema: OpenAI, MCP or a LangChain tool (see ``toolbox/schemas.py``).
+
+        ``handler``: the function that runs a call (called with the arguments as keywords);
+        None for a tool this process retrieves but does not run (a LangChain tool brings
+        its own). The name and description are kept exactly as given. ``category``: the
+        group the tool belongs to (MCP server, API, toolkit); indexed and a retrieval signal.
+        """
+        return self.register_schemas([schema], [handler], categories=[category], augment=augment,
+                                     timeout=timeout)[0]
+
+    def register_schemas(self, schemas: Iterable[Any], handlers: Sequence[Callable[..., Any] | None] | None = None,
+                         *, categories: Sequence[str | None] | None = None, augment: bool = False,
+                         timeout: float | None = None) -> list[Tool]:
+        """Register many tools from schemas at once (one embedding batch); returns their tools."""
+        schemas = list(schemas)
+        handlers = list(handlers) if handlers is not None else [None] * len(schemas)
+        cats = list(categories) if categories is not None else [None] * len(schemas)
+        if len(handlers) != len(schemas) or len(cats) != len(schemas):
+            raise InvalidInputError("handlers and categories must have one entry per schema")
+        timeout = check_timeout(timeout, allow_zero=True)
+        described = [describe_schema(s) for s in schemas]
+        specs = [d.spec for d in described]
+        funcs = [h if h is not None else d.handler for h, d in zip(handlers, described)]
+        for h in funcs:
+            if h is not None and not callable(h):
+                raise InvalidInputError(f"a handler must be callable, got {type(h).__name__}")
+        limit = self.mm.settings.max_id_chars
+        categories_ = [check_text(c, "category", max_chars=limit) if c else "" for c in cats]
+        return self._register(specs, funcs, categories_, augment=augment, timeout=timeout)
+
+    def _register(self, specs: list[FunctionSpec], funcs: Sequence[Callable[..., Any] | None], categories: list[str],
+                  *, augment: bool, timeout: float | None) -> list[Tool]:
         seen: set[str] = set()
         for spec in specs:
             check_text(spec.docstring, f"docstring of {spec.name}", max_chars=self.mm.settings.max_content_chars,
@@ -171,38 +210,40 @@ class Toolbox:
         tools: list[Tool] = []
         pending: list[_Pending] = []
         model = self.mm.embeddings.name
-        for spec, func in zip(specs, funcs):
+        for spec, func, category in zip(specs, funcs, categories):
             digest = content_hash(name=spec.name, docstring=spec.docstring, parameters=spec.parameters,
-                                  augment=augment, model=model)
+                                  augment=augment, model=model, category=category)
             row = store.fetch(self.mm.db, self.namespace, spec.name)
             if (row is not None and row.content_hash == digest and row.embedding is not None
                     and (not augment or row.augmented or self.llm is None)):
-                tools.append(self._tool(spec, func, row.description, list(row.queries), row.augmented, digest))
+                tools.append(self._tool(spec, func, row))
                 continue
             aug = self._augment(spec) if augment else Augmentation(spec.description)
-            text = search_text(spec.name, aug.description, spec.parameters, aug.queries)
-            pending.append(_Pending(spec, func, digest, aug, text))
+            text = search_text(spec.name, aug.description, spec.parameters, aug.queries, category)
+            pending.append(_Pending(spec, func, category, digest, aug, text))
         if pending:
             vectors = self.mm.embeddings.embed([p.text[:4000] for p in pending])
             for p, vec in zip(pending, vectors):
                 row = store.upsert(self.mm.db, namespace=self.namespace, name=p.spec.name,
                                    docstring=p.spec.docstring, description=p.aug.description,
                                    json_schema=p.spec.parameters, queries=p.aug.queries, search_text=p.text,
-                                   content_hash=p.hash, augmented=p.aug.augmented, embedding=vec)
-                tools.append(self._tool(p.spec, p.func, row.description, list(row.queries), row.augmented, p.hash))
+                                   content_hash=p.hash, augmented=p.aug.augmented, embedding=vec,
+                                   category=p.category)
+                tools.append(self._tool(p.spec, p.func, row))
         for tool in tools:
             tool.timeout = timeout
         with self._lock:
             for tool in tools:
                 self._tools[tool.name] = tool
+            self._index = None
         order = {s.name: i for i, s in enumerate(specs)}
         return sorted(tools, key=lambda t: order[t.name])
 
-    def _tool(self, spec: FunctionSpec, func: Callable[..., Any], description: str, queries: list[str],
-              augmented: bool, digest: str) -> Tool:
-        return Tool(name=spec.name, description=description, json_schema=spec.parameters, func=func,
-                    docstring=spec.docstring, queries=queries, augmented=augmented, namespace=self.namespace,
-                    content_hash=digest, signature=spec.signature_text, adapters=spec.adapters)
+    def _tool(self, spec: FunctionSpec, func: Callable[..., Any] | None, row: store.ToolRow) -> Tool:
+        return Tool(name=spec.name, description=row.description, json_schema=spec.parameters, func=func,
+                    docstring=spec.docstring, queries=list(row.queries), augmented=row.augmented,
+                    namespace=self.namespace, content_hash=row.content_hash, signature=spec.signature_text,
+                    adapters=spec.adapters, category=row.category, embedding=row.embedding)
 
     def _say_no_llm(self) -> None:
         if not self._said_no_llm:
@@ -245,6 +286,7 @@ class Toolbox:
         with self._lock:
             self.get(name)
             del self._tools[name]
+            self._index = None
             if name in self._pinned:
                 self._pinned.remove(name)
 
@@ -265,28 +307,59 @@ class Toolbox:
         return list(self._pinned)
 
     # -- retrieval --------------------------------------------------------------------
-    def retrieve(self, query: str, k: int = 5, *, mode: str = "hybrid") -> list[Tool]:
-        """The ``k`` registered tools most relevant to ``query``, plus every pinned tool.
+    def retrieve(self, query: str, k: int = 5, *, mode: str = "hybrid") -> Retrieved:
+        """The ``k`` registered tools most relevant to ``query``, best first, plus every pinned tool.
 
-        ``mode``: ``"hybrid"`` (default), or ``"vector"`` / ``"keyword"`` alone (for
-        comparison). Each returned tool carries ``score``, its cosine similarity to the
-        query (None for a tool found by keywords only or added because it is pinned).
+        Every tool is scored (``toolbox/index.py``: vector per request part, BM25F keywords,
+        the tool's group), so the first tools never depend on ``k``. Each returned tool
+        carries ``score`` and ``signals`` (a pinned tool added beyond the ranking: None and
+        {}). The list's ``suitable`` is False when the best score is below ``min_score``:
+        no registered tool is likely to serve the request. ``mode``: ``"hybrid"``
+        (default), or ``"vector"`` / ``"keyword"`` alone (for comparison).
         """
-        query = check_text(query, "query", max_chars=self.mm.settings.max_content_chars)
+        return self.retrieve_many([query], k, mode=mode)[0]
+
+    def retrieve_many(self, queries: Sequence[str], k: int = 5, *, mode: str = "hybrid") -> list[Retrieved]:
+        """:meth:`retrieve` for each request, every request part embedded in one batch."""
+        limit = self.mm.settings.max_content_chars
+        queries = [check_text(q, "query", max_chars=limit) for q in queries]
         k = check_positive_int(k, "k", maximum=1000)
         if mode not in MODES:
             raise InvalidInputError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         with self._lock:
-            tools = dict(self._tools)
+            tools = list(self._tools.values())
             pinned = list(self._pinned)
-        if not tools:
-            return []
-        ranked = rank_tools(self.mm.db, self.mm.embeddings, self.namespace, list(tools), query, k, mode=mode,
-                            weights=self.weights, rrf_k=self.rrf_k, min_coverage=self.keyword_min_coverage)
-        sims = dict(ranked)
-        chosen = [n for n, _ in ranked if n in tools]
-        chosen += [n for n in pinned if n not in chosen and n in tools]
-        return [dataclasses.replace(tools[n], score=sims.get(n)) for n in chosen]
+            index = self._index
+            if index is None or index.names != [t.name for t in tools]:
+                index = self._index = ToolIndex([IndexedTool(t.name, t.description, t.json_schema, t.queries,
+                                                             t.category, t.embedding) for t in tools])
+        out = []
+        for ranked in rank_many(index, self.mm.embeddings, queries, k, mode):
+            result = Retrieved(dataclasses.replace(tools[i], score=score, signals=signals)
+                               for i, score, signals in ranked)
+            chosen = {t.name for t in result}
+            result.extend(dataclasses.replace(t, score=None, signals={}) for t in tools
+                          if t.name in pinned and t.name not in chosen)
+            result.best_score = ranked[0][1] if ranked else None
+            result.suitable = bool(ranked) and ranked[0][1] >= self.min_score
+            out.append(result)
+        return out
+
+    def calibrate_min_score(self, requests: Sequence[str], *, keep: float = 0.95) -> float:
+        """Set ``min_score`` from requests this catalogue can answer: the score that keeps ``keep`` of them.
+
+        The best score of a request depends on how the catalogue's descriptions and its
+        users' requests are written (``toolbox/index.py``), so the "no suitable tool"
+        threshold is best set from a sample of real requests. Returns the new threshold.
+        """
+        if not 0 < keep <= 1:
+            raise InvalidInputError(f"keep must be a share in (0, 1], got {keep!r}")
+        best = [r.best_score for r in self.retrieve_many(list(requests), 1) if r.best_score is not None]
+        if not best:
+            raise InvalidInputError("calibrate_min_score needs at least one request and one registered tool")
+        best.sort()
+        self.min_score = float(best[min(len(best) - 1, int((1 - keep) * len(best)))])
+        return self.min_score
 
     async def aretrieve(self, query: str, k: int = 5, *, mode: str = "hybrid") -> list[Tool]:
         """Async :meth:`retrieve`: the query's embedding and the ranking statements run in a worker thread."""
@@ -314,7 +387,7 @@ class Toolbox:
         call, tool, prepared = self._prepare(tool_call)
         if isinstance(prepared, ToolResult):
             return self._finish(prepared, call, uid, tid, start)
-        assert tool is not None
+        assert tool is not None and tool.func is not None
         seconds = self._limit(tool, limit)
         outcome = run_tool(tool.func, prepared, seconds, name=tool.name)
         return self._finish(self._result(call, outcome, seconds), call, uid, tid, start)
@@ -330,7 +403,7 @@ class Toolbox:
         call, tool, prepared = self._prepare(tool_call)
         if isinstance(prepared, ToolResult):
             return await asyncio.to_thread(self._finish, prepared, call, uid, tid, start)
-        assert tool is not None
+        assert tool is not None and tool.func is not None
         seconds = self._limit(tool, limit)
         outcome = await arun_tool(tool.func, prepared, seconds)
         return await asyncio.to_thread(self._finish, self._result(call, outcome, seconds), call, uid, tid, start)
@@ -377,6 +450,11 @@ class Toolbox:
         tool = self._tools.get(call.name)
         if tool is None:
             return call, None, self._unknown_tool(call)
+        if tool.func is None:
+            fix = f"{tool.name} cannot be run by this agent right now; answer without it or use another tool."
+            return call, tool, ToolResult("error", ToolResult.error_content(
+                "no_handler", f"{tool.name} was registered from its schema without a handler", fix),
+                tool.name, call.id, error="no_handler", hint=fix)
         problems = [call.problem] if call.problem else check_arguments(tool, call.args)
         if not problems:
             try:
@@ -389,6 +467,19 @@ class Toolbox:
         if problems:
             return call, tool, self._bad_arguments(call, tool, problems)
         return call, tool, kwargs
+
+    def check_call(self, tool_call: Any) -> list[str]:
+        """What is wrong with a model's tool call against the stored schema (empty: it may be run).
+
+        For tools run outside this process (registered from a schema without a handler).
+        """
+        call = parse_call(tool_call)
+        if call.problem:
+            return [call.problem]
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return [f"there is no tool named {call.name[:100]!r}"]
+        return check_arguments(tool, call.args)
 
     def _unknown_tool(self, call: ParsedCall) -> ToolResult:
         names = sorted(self._tools)

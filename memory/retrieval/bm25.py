@@ -41,7 +41,7 @@ import math
 import re
 from collections import Counter
 from functools import lru_cache
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -56,7 +56,7 @@ a an the and or of to in on at by for from with into onto about as is are was we
 do does did done have has had having i me my mine we us our you your he him his she her it its they them
 their this that these those there here what which who whom whose when where why how can could would should
 will shall may might must please let lets s t d ll re ve m just also so than then too very some any
-""".split())
+""".split())  # noqa: SIM905 - a word list reads best as text
 
 
 def split_identifier(token: str) -> list[str]:
