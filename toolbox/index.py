@@ -24,7 +24,8 @@ Signals (each in ``Hit``-style ``signals`` of a retrieved tool):
 each with a held-out part never used for a choice: ToolBench (2,479 APIs in 811 groups,
 long literal requests; chosen on G1, reported on G2/G3) and the project's 181-tool
 catalogue (short paraphrased requests, no groups; chosen on its dev split, reported on
-its test split). They pull the keyword weight apart: ToolBench gains up to weight 2
+its test split). They pull the keyword weight apart (an offline sweep over these same signals, cached
+embeddings, not a shipped script): ToolBench gains up to weight 2
 (recall@5 0.762 over all queries vs 0.745 at 0.5), the catalogue loses from 0.25 on
 (recall@1 on dev: 0.619 vector alone, 0.586 at 0.5, 0.536 at 1). 0.5 is the largest
 weight that keeps the catalogue's dev recall@1 within 0.05 of vector alone; the group
