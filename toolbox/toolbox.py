@@ -361,8 +361,8 @@ class Toolbox:
         self.min_score = float(best[min(len(best) - 1, int((1 - keep) * len(best)))])
         return self.min_score
 
-    async def aretrieve(self, query: str, k: int = 5, *, mode: str = "hybrid") -> list[Tool]:
-        """Async :meth:`retrieve`: the query's embedding and the ranking statements run in a worker thread."""
+    async def aretrieve(self, query: str, k: int = 5, *, mode: str = "hybrid") -> Retrieved:
+        """Async :meth:`retrieve`: the request's embedding and the ranking run in a worker thread."""
         import asyncio
 
         return await asyncio.to_thread(self.retrieve, query, k, mode=mode)
