@@ -196,7 +196,7 @@ def test_many_agents_on_one_loop_lose_nothing(settings, user):
 def test_toolbox_aretrieve_ranks_like_retrieve(mm, user):
     from toolbox import Toolbox
 
-    tb = Toolbox(mm, namespace=f"aio-{uuid.uuid4().hex[:6]}", keyword_min_coverage=0.0)
+    tb = Toolbox(mm, namespace=f"aio-{uuid.uuid4().hex[:6]}")
 
     def get_weather(city: str) -> str:
         """Current weather forecast for a city."""
