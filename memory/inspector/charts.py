@@ -104,7 +104,7 @@ def usage_line(points: Sequence[tuple[int, float, str, str]], *, warning: float,
     """
     if not points:
         return Markup('<p class="muted">no user turns in this thread</p>')
-    left, bottom, top, right = 48, 30, 12, 12
+    left, bottom, top, right = 48, 30, 12, 30
     plot_w, plot_h = width - left - right, height - bottom - top
     last_turn = max(p[0] for p in points)
     ymax = _nice_max(max(max(p[1] for p in points), critical * 100 * 1.1))

@@ -264,25 +264,36 @@ class ThreadPage:
     raw: bool
 
 
-_CARDS = (
+_CARD_COLUMNS = (
     "SELECT s.summary_id, s.thread_id, s.description AS label, s.created_at, s.source_count AS recorded_source_count,"
-    " coalesce(m.n, 0)::int AS source_rows, m.first_id AS first_message_id, m.last_id AS last_message_id,"
-    " coalesce(m.first_at, s.first_message_at) AS first_message_at,"
-    " coalesce(m.last_at, s.last_message_at) AS last_message_at,"
+    " coalesce(m.n, 0)::int AS source_rows, {ids},"
     " s.source_tokens, s.summary_tokens, s.metadata ->> 'method' AS method"
-    " FROM summary_memory s LEFT JOIN LATERAL ("
-    "   SELECT count(*) AS n, min(id) AS first_id, max(id) AS last_id, min(created_at) AS first_at,"
-    "   max(created_at) AS last_at FROM conversational_memory c"
-    "   WHERE c.user_id = s.user_id AND c.summary_id = s.summary_id) m ON true"
+    " FROM summary_memory s LEFT JOIN LATERAL ({sources}) m ON true"
     " WHERE s.user_id = %(uid)s AND s.summary_id = ANY(%(ids)s)"
 )
+#: Exact lineage: the rows that point at the summary now (their count, first and last id and time).
+_CARDS = _CARD_COLUMNS.format(
+    ids="m.first_id AS first_message_id, m.last_id AS last_message_id,"
+        " coalesce(m.first_at, s.first_message_at) AS first_message_at,"
+        " coalesce(m.last_at, s.last_message_at) AS last_message_at",
+    sources="SELECT count(*) AS n, min(id) AS first_id, max(id) AS last_id, min(created_at) AS first_at,"
+            " max(created_at) AS last_at FROM conversational_memory c"
+            " WHERE c.user_id = s.user_id AND c.summary_id = s.summary_id")
+#: For a thread page's cards: the count of rows now (an index-only count) and the first and
+#: last id and time recorded at consolidation, so a page of cards never reads their rows.
+_CARDS_RECORDED = _CARD_COLUMNS.format(
+    ids="(s.metadata ->> 'first_id')::bigint AS first_message_id, (s.metadata ->> 'last_id')::bigint"
+        " AS last_message_id, s.first_message_at, s.last_message_at",
+    sources="SELECT count(*) AS n FROM conversational_memory c"
+            " WHERE c.user_id = s.user_id AND c.summary_id = s.summary_id")
 
 
-def _cards(conn: Any, uid: str, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, SummaryCard]:
+def _cards(conn: Any, uid: str, ids: Sequence[uuid.UUID], *, exact: bool = True) -> dict[uuid.UUID, SummaryCard]:
     if not ids:
         return {}
     with conn.cursor(row_factory=class_row(SummaryCard)) as cur:
-        return {c.summary_id: c for c in cur.execute(_CARDS, {"uid": uid, "ids": list(ids)}).fetchall()}
+        stmt = _CARDS if exact else _CARDS_RECORDED
+        return {c.summary_id: c for c in cur.execute(stmt, {"uid": uid, "ids": list(ids)}).fetchall()}
 
 
 def _messages(conn: Any, where: str, params: dict[str, Any], tail: str = "") -> list[Message]:
@@ -352,7 +363,7 @@ def thread_page(db: Database, user_id: str, thread_id: str, *, page: int | None 
                                  " WHERE user_id = %(uid)s AND thread_id = %(tid)s"
                                  " ORDER BY created_at, id OFFSET %(off)s LIMIT 1)",
                                  dict(base, n=pg.limit, off=pg.offset), " ORDER BY created_at, id LIMIT %(n)s")
-            cards = _cards(conn, uid, sorted({m.summary_id for m in messages if m.summary_id}, key=str))
+            cards = _cards(conn, uid, sorted({m.summary_id for m in messages if m.summary_id}, key=str), exact=False)
             order: list[tuple[str, Any]] = [("m", m) for m in messages]
         else:
             pg = page_of(page, size, live + n_summaries, from_end=True)
@@ -368,7 +379,7 @@ def thread_page(db: Database, user_id: str, thread_id: str, *, page: int | None 
             mids = [k[0] for k in keys if k[0] is not None]
             found = {m.id: m for m in _messages(conn, "user_id = %(uid)s AND id = ANY(%(ids)s)",
                                                 dict(base, ids=mids))} if mids else {}
-            cards = _cards(conn, uid, [k[1] for k in keys if k[1] is not None])
+            cards = _cards(conn, uid, [k[1] for k in keys if k[1] is not None], exact=False)
             order = [("m", found[k[0]]) if k[0] is not None else ("s", k[1]) for k in keys
                      if (k[0] in found) or (k[1] in cards)]
             messages = [m for kind, m in order if kind == "m"]
