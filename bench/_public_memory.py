@@ -167,7 +167,7 @@ def _search_all(mm: Any, plan: list[dict[str, Any]], tally: Tally, tokens: list[
             t0 = time.perf_counter()
             hits = mm.search_memory(query=qa["question"], user_id=conv["user"], k=K, now=conv["now"])
             tally.latency.append(time.perf_counter() - t0)
-            found = [conv["dia_of"].get(h.message_id) for h in hits if h.kind == "message"]
+            found = [conv["dia_of"].get(h.item.message_id) for h in hits if h.item.kind == "message"]
             tally.add(conv["user"], qa["category"], scores(found, qa["wanted"]))
             tokens.append(count_tokens(format_hits(hits)).tokens)
 

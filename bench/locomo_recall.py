@@ -107,7 +107,7 @@ def main() -> None:
                     t0 = time.perf_counter()
                     hits = mm.search_memory(qa["question"], user_id=user, k=max(KS), now=now, method=method)
                     latency[method].append(time.perf_counter() - t0)
-                    found = [dia_of.get(h.message_id) for h in hits if h.kind == "message"]
+                    found = [dia_of.get(h.item.message_id) for h in hits if h.item.kind == "message"]
                     for k in KS:
                         r = len(wanted & set(found[:k])) / len(wanted)
                         recall.setdefault((method, qa["category"], k), []).append(r)

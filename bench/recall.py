@@ -39,7 +39,8 @@ from _common import (Timer, apply_torch_threads, base_parser, bench_embedder, em
 from longmem_data import Dataset, Question, generate, message_times  # noqa: E402
 
 from memory import MemoryManager  # noqa: E402
-from memory.tables.search import DEFAULT_WEIGHTS, MemoryHit, SearchWeights, _rank  # noqa: E402
+from memory.store.ops import run  # noqa: E402
+from memory.tables.search import DEFAULT_WEIGHTS, MemoryHit, SearchWeights, _Candidate, _order, _rank  # noqa: E402
 from memory.agent.search_tool import format_hits  # noqa: E402
 from memory.context.tokens import count_tokens  # noqa: E402
 
@@ -84,10 +85,10 @@ def message_ids(hits: Sequence[MemoryHit], k: int, summary_of: dict[int, Any] | 
     """Message ids among the top k; with ``summary_of``, a summary hit covers its sources."""
     found = set()
     for h in hits[:k]:
-        if h.kind == "message":
-            found.add(int(h.id))
-        elif h.kind == "summary" and summary_of is not None and evidence:
-            found.update(e for e in evidence if summary_of.get(e) == h.summary_id)
+        if h.item.kind == "message":
+            found.add(int(h.item.id))
+        elif h.item.kind == "summary" and summary_of is not None and evidence:
+            found.update(e for e in evidence if summary_of.get(e) == h.item.summary_id)
     return found
 
 
@@ -102,17 +103,20 @@ def recall(runs: dict[str, list[MemoryHit]], questions: Sequence[Question], evid
 
 
 def search_all(mm: MemoryManager, data: Dataset, *, weights: SearchWeights, time_mode: str = "boost",
-               k: int = 50) -> tuple[dict[str, list[MemoryHit]], list[float]]:
+               k: int = 50) -> tuple[dict[str, list[_Candidate]], list[float]]:
+    """Each question's top ``k`` as ``search_memory`` ranks them, kept as the search's candidates
+    (their signals and neighbours) so that :func:`rerank` can order them again."""
     runs, latencies = {}, []
     for q in data.questions:
         with Timer() as t:
-            runs[q.qid] = mm.search_memory(q.text, user_id=q.user, k=k, now=data.now, time_mode=time_mode,
-                                           weights=weights)
+            found = run(mm.db, mm.memory_search._found_many_op([q.text], user_id=q.user, k=k, now=data.now,
+                                                               time_mode=time_mode, weights=weights))[0]
+            runs[q.qid] = _order(found, "hybrid", weights)[:k]
         latencies.append(t.seconds)
     return runs, latencies
 
 
-def rerank(runs: dict[str, list[MemoryHit]], method: str, weights: SearchWeights) -> dict[str, list[MemoryHit]]:
+def rerank(runs: dict[str, list[_Candidate]], method: str, weights: SearchWeights) -> dict[str, list[MemoryHit]]:
     return {qid: _rank(hits, method, weights) for qid, hits in runs.items()}
 
 

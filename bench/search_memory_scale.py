@@ -137,7 +137,7 @@ def main() -> None:
                 got = {}
                 for shape in (("exact", "indexed") if i % 2 == 0 else ("indexed", "exact")):
                     t0 = time.perf_counter()
-                    got[shape] = [h.id for h in mm.search_memory(q, user_id=USER, k=10, scope="messages", shape=shape)]
+                    got[shape] = [h.item.id for h in mm.search_memory(q, user_id=USER, k=10, scope="messages", shape=shape)]
                     lat[shape].append(time.perf_counter() - t0)
                 agree.append(len(set(got["exact"]) & set(got["indexed"])) / max(1, len(got["exact"])))
             ex, ix = percentiles(lat["exact"]), percentiles(lat["indexed"])

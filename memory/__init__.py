@@ -21,7 +21,7 @@ from memory.agent.memory_tools import memory_tools, register_memory_tools
 from memory.store.rows import Entity, Fact, KnowledgeItem, Message, Summary, ToolLogEntry, Workflow
 from memory.consolidation.monitor import (ConsolidationAdvice, ContextStatus, ContextUsage, calculate_context_usage,
                       monitor_context_window, should_consolidate, usable_budget)
-from memory.tables.search import MemoryHit, SearchWeights
+from memory.tables.search import MemoryHit, MemoryItem, SearchWeights
 from memory.agent.search_tool import register_search_tools, search_tools
 from memory.scoped import ThreadMemory, UserMemory
 from memory.settings import Settings
@@ -33,7 +33,7 @@ __all__ = [
     "MemoryManager", "UserMemory", "ThreadMemory", "Settings", "Database", "connect",
     # rows
     "Entity", "Fact", "KnowledgeItem", "Message", "NewMessage", "Summary", "ToolLogEntry", "Workflow",
-    "Correction", "Remembered", "Hit", "MemoryHit", "SearchWeights",
+    "Correction", "Remembered", "Hit", "MemoryHit", "MemoryItem", "SearchWeights",
     # embeddings
     "Embedder", "EmbeddingService", "HashEmbedder", "MiniLMEmbedder",
     # monitor and consolidation

@@ -70,7 +70,7 @@ def test_vector_extension_in_its_own_schema(settings, fresh_db):
     with _open(settings, database_url=fresh_db) as mm:
         mm.write_conversational_memory("user", "the zebra export job EXP-41 failed", user_id="u1", thread_id="t1")
         hits = mm.search_memory("zebra export", user_id="u1", method="vector")
-        assert hits and "EXP-41" in hits[0].content
+        assert hits and "EXP-41" in hits[0].item.content
         assert mm.read_knowledge("anything", user_id="u1") == []
 
 
@@ -209,7 +209,7 @@ def test_read_only_role_can_search(settings, pg_uri, fresh_schema, role_name, us
     with _open(settings, database_url=reader_url, schema=fresh_schema) as reader:
         for _ in range(2):
             hits = reader.search_memory("zebra export", user_id=user)
-            assert {h.content for h in hits} >= {"the zebra export job EXP-77 failed",
+            assert {h.item.content for h in hits} >= {"the zebra export job EXP-77 failed",
                                                  "zebra deferred row, no vector yet"}
         assert reader.read_conversational_memory(thread_id="t", user_id=user)
     with psycopg.connect(pg_uri) as conn:  # the reader wrote nothing

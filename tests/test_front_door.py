@@ -117,8 +117,8 @@ def test_user_handle_facts_knowledge_search_threads_and_forget(mm: MemoryManager
     mem.thread("t1").write("user", "The zebra export keeps failing")
     mem.thread("t2").write("user", "Lunch at noon")
     assert {r["thread_id"] for r in mem.threads()} == {"t1", "t2"}
-    assert "zebra export" in mem.search("zebra export", k=1)[0].content
-    assert mem.thread("t1").search("zebra export", k=5)[0].thread_id == "t1"
+    assert "zebra export" in mem.search("zebra export", k=1)[0].item.content
+    assert mem.thread("t1").search("zebra export", k=5)[0].item.thread_id == "t1"
 
     retired = mem.forget_fact(done.fact.id)
     assert retired.valid_to is not None and mem.facts() == []

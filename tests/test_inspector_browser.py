@@ -182,9 +182,9 @@ def test_the_search_page_shows_each_hits_signals_and_where_it_lives(seed: Seed, 
     assert len(rows) == min(20, len(hits)) > 0
     first = rows[0].find_elements(By.TAG_NAME, "td")
     top = hits[0]
-    assert [c.text for c in first[2:5]] == [f"{top.score:.3f}", f"{top.vector_score:.3f}", f"{top.keyword_score:.3f}"]
-    assert top.thread_id in first[7].text
-    assert top.content[:30] in first[8].text
+    assert [c.text for c in first[2:5]] == [f"{top.score:.3f}", f"{top.signals['vector']:.3f}", f"{top.signals['keyword']:.3f}"]
+    assert top.item.thread_id in first[7].text
+    assert top.item.content[:30] in first[8].text
     assert not browser.find_elements(By.CSS_SELECTOR, "#hits tr.hit.summary")  # only messages were ticked
 
 

@@ -91,7 +91,7 @@ def test_only_the_first_words_of_a_query_are_matched(mm: MemoryManager, user: st
     target = mm.write_conversational_memory("user", f"the {w} came back", user_id=user, thread_id=thread).id
     filler = " ".join(f"filler{i}x" for i in range(mm.settings.search_max_terms))
     first = mm.search_memory(f"{w} {filler}", user_id=user, k=5, method="keyword")
-    assert [h.message_id for h in first] == [target]
+    assert [h.item.message_id for h in first] == [target]
     # the same words with the rare one past the bound: it is not matched any more
     assert mm.search_memory(f"{filler} {w}", user_id=user, k=5, method="keyword") == []
 
@@ -131,22 +131,22 @@ def test_indexed_shape_agrees_with_the_exact_one_below_its_bounds(mm: MemoryMana
         exact = mm.search_memory(q, user_id=user, k=30, scope="messages", method="keyword", shape="exact")
         indexed = mm.search_memory(q, user_id=user, k=30, scope="messages", method="keyword", shape="indexed")
         assert exact, q
-        assert {h.id: pytest.approx(h.keyword_score) for h in exact} == {h.id: h.keyword_score for h in indexed}, q
+        assert {h.item.id: pytest.approx(h.signals["keyword"]) for h in exact} == {h.item.id: h.signals["keyword"] for h in indexed}, q
         # with the vector half HNSW is approximate (the same turn of the three rounds is a
         # near-tie): the best hit is the exact one, and every hit is among the exact top 16
         for method in ("hybrid", "vector"):
             exact = mm.search_memory(q, user_id=user, k=16, scope="messages", method=method, shape="exact")
             indexed = mm.search_memory(q, user_id=user, k=8, scope="messages", method=method, shape="indexed")
             assert indexed[0].score == pytest.approx(exact[0].score), (q, method)
-            assert {h.id for h in indexed} <= {h.id for h in exact}, (q, method)
+            assert {h.item.id for h in indexed} <= {h.item.id for h in exact}, (q, method)
         # with a thread filter the keyword statistics stay the user's, the hits the thread's
         exact = mm.search_memory(q, user_id=user, k=30, scope="messages", thread_id="t1", method="keyword",
                                  shape="exact")
         indexed = mm.search_memory(q, user_id=user, k=30, scope="messages", thread_id="t1", method="keyword",
                                    shape="indexed")
-        assert {h.id for h in indexed} == {h.id for h in exact} and all(h.thread_id == "t1" for h in indexed)
+        assert {h.item.id for h in indexed} == {h.item.id for h in exact} and all(h.item.thread_id == "t1" for h in indexed)
         found = mm.search_memory(q, user_id=user, k=5, scope="messages", thread_id="t1", shape="indexed")
-        assert found and all(h.thread_id == "t1" for h in found)
+        assert found and all(h.item.thread_id == "t1" for h in found)
 
 
 @pytest.fixture
@@ -163,19 +163,19 @@ def test_large_history_switches_to_the_indexed_shape(small_bounds: MemoryManager
     ids = write_history(mm, user)  # 30 messages > 12: the indexed shape
     for q in QUERIES:
         auto = mm.search_memory(q, user_id=user, k=5, scope="messages")
-        assert [h.id for h in auto] == [h.id for h in mm.search_memory(q, user_id=user, k=5, scope="messages",
+        assert [h.item.id for h in auto] == [h.item.id for h in mm.search_memory(q, user_id=user, k=5, scope="messages",
                                                                        shape="indexed")]
     # "Ingrid" is in 9 rows, more than the cap of 4; "tromso" in 6: the rare word still wins,
     # and a row with both outranks a row with only the common one.
     hits = mm.search_memory("Ingrid Tromso", user_id=user, k=10, scope="messages", method="keyword")
     both = {ids[i] for i in range(len(ids)) if "Tromso" in TURNS[i % len(TURNS)]}
-    assert {hits[0].message_id, hits[1].message_id} <= both
-    assert hits[0].keyword_score > hits[-1].keyword_score
+    assert {hits[0].item.message_id, hits[1].item.message_id} <= both
+    assert hits[0].signals["keyword"] > hits[-1].signals["keyword"]
     # A user with few rows keeps the exact shape under the same settings.
     other = f"small-{uuid.uuid4().hex[:8]}"
     mm.write_messages([dict(role="user", content=t) for t in TURNS], user_id=other, thread_id="t")
-    assert [h.id for h in mm.search_memory("marathon pace", user_id=other, k=5)] == \
-        [h.id for h in mm.search_memory("marathon pace", user_id=other, k=5, shape="exact")]
+    assert [h.item.id for h in mm.search_memory("marathon pace", user_id=other, k=5)] == \
+        [h.item.id for h in mm.search_memory("marathon pace", user_id=other, k=5, shape="exact")]
 
 
 class Statements:

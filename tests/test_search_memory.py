@@ -13,7 +13,9 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from memory import InvalidInputError, MemoryManager
+import dataclasses
+
+from memory import Hit, InvalidInputError, MemoryHit, MemoryItem, MemoryManager
 from memory.tables.search import SearchWeights
 from memory.agent.search_tool import DEFAULT_TOOL_MIN_SCORE, search_tools
 from memory.retrieval.time_phrases import parse_time_range
@@ -44,11 +46,11 @@ def test_neighbour_window_finds_short_turn(mm: MemoryManager, user: str, thread:
     ] + FILLER, NOW - timedelta(days=30))
     answer = ids[len(FILLER) + 1]
     hits = mm.search_memory("olympus camera from grandfather", user_id=user, k=5, scope="messages", method="keyword")
-    assert answer in [h.message_id for h in hits]
+    assert answer in [h.item.message_id for h in hits]
     # The window only helps keywords: the hit is the message itself, not its neighbour's text.
-    hit = next(h for h in hits if h.message_id == answer)
-    assert hit.content == "Yes, I still use it every day."
-    assert hit.keyword_score < next(h for h in hits if h.message_id == answer - 1).keyword_score
+    hit = next(h for h in hits if h.item.message_id == answer)
+    assert hit.item.content == "Yes, I still use it every day."
+    assert hit.signals["keyword"] < next(h for h in hits if h.item.message_id == answer - 1).signals["keyword"]
 
 
 def test_other_users_messages_never_appear(mm: MemoryManager, user: str, thread: str) -> None:
@@ -58,8 +60,8 @@ def test_other_users_messages_never_appear(mm: MemoryManager, user: str, thread:
     for method in ("hybrid", "vector", "keyword"):
         hits = mm.search_memory("what is my locker code at the gym 4471", user_id=user, k=20, method=method)
         assert hits, method
-        assert all(h.kind != "message" or h.message_id in mine for h in hits), method
-        assert not any("4471" in h.content for h in hits), method
+        assert all(h.item.kind != "message" or h.item.message_id in mine for h in hits), method
+        assert not any("4471" in h.item.content for h in hits), method
 
 
 def test_time_filters_and_boost(mm: MemoryManager, user: str, thread: str) -> None:
@@ -68,18 +70,18 @@ def test_time_filters_and_boost(mm: MemoryManager, user: str, thread: str) -> No
                 datetime(2026, 7, 2, tzinfo=timezone.utc))
     q = "what did I buy for camping last May?"
     filtered = mm.search_memory(q, user_id=user, k=5, scope="messages", now=NOW, time_mode="filter")
-    assert [h.message_id for h in filtered] == may
+    assert [h.item.message_id for h in filtered] == may
     boosted = mm.search_memory(q, user_id=user, k=5, scope="messages", now=NOW)
-    assert [h.message_id for h in boosted] == may + july
-    assert boosted[0].in_time_range and not boosted[1].in_time_range
+    assert [h.item.message_id for h in boosted] == may + july
+    assert boosted[0].signals["time"] == 1.0 and boosted[1].signals["time"] == 0.0
     # Explicit bounds filter whatever the query says; a thread filter too.
     explicit = mm.search_memory("camping tent", user_id=user, k=5, since=datetime(2026, 6, 1, tzinfo=timezone.utc))
-    assert [h.message_id for h in explicit if h.kind == "message"] == july
+    assert [h.item.message_id for h in explicit if h.item.kind == "message"] == july
     assert mm.search_memory("camping tent", user_id=user, k=5, thread_id="no-such-thread") == []
     # Without a time expression, no time effect: the same text scores the same.
     plain = mm.search_memory("what did I buy for camping?", user_id=user, k=5, scope="messages", now=NOW)
     assert plain[0].score == pytest.approx(plain[1].score)
-    assert all(h.in_time_range is None for h in plain)
+    assert all("time" not in h.signals for h in plain)
 
 
 FACTS = [("user", "My sister Hannah moved to Lisbon for work."),
@@ -97,7 +99,7 @@ def test_answerable_questions_outscore_unanswerable_ones(mm: MemoryManager, user
     answered = {q: mm.search_memory(q, user_id=user, k=3) for q in ANSWERABLE}
     unanswered = {q: mm.search_memory(q, user_id=user, k=3) for q in UNANSWERABLE}
     for q, i in ANSWERABLE.items():
-        assert answered[q][0].message_id == evidence[i], q
+        assert answered[q][0].item.message_id == evidence[i], q
     assert all(unanswered.values()), "without a threshold the best candidates are returned"
     weakest_answer = min(hits[0].score for hits in answered.values())
     assert all(hits[0].score < weakest_answer for hits in unanswered.values()), (answered, unanswered)
@@ -118,18 +120,38 @@ def test_documented_tool_threshold_keeps_the_evidence_real_model(real_mm: Memory
                    "What food does my pet like?": "salmon pate"}
     for q, needle in paraphrases.items():
         hits = real_mm.search_memory(q, user_id=user, k=5, min_score=DEFAULT_TOOL_MIN_SCORE)
-        assert hits and needle in hits[0].content, (q, hits)
+        assert hits and needle in hits[0].item.content, (q, hits)
         assert needle in search_memory(q), q
     weakest_answer = min(real_mm.search_memory(q, user_id=user, k=1)[0].score for q in paraphrases)
     assert all(real_mm.search_memory(q, user_id=user, k=1)[0].score < weakest_answer for q in UNANSWERABLE)
+
+
+def test_hits_wrap_the_found_row(mm: MemoryManager, user: str, thread: str) -> None:
+    """search_memory returns Hit[MemoryItem] like every other search: the row carries no score."""
+    ids = chat(mm, user, thread, FILLER + [("user", "The wifi password at the cabin is pinecone77.")],
+               NOW - timedelta(days=1))
+    mm.remember("constraint", "The cabin wifi resets at midnight", user_id=user)
+    hits = mm.search_memory("cabin wifi password", user_id=user, k=10)
+    assert MemoryHit == Hit[MemoryItem]
+    assert hits and all(isinstance(h, Hit) and isinstance(h.item, MemoryItem) for h in hits)
+    assert {h.item.kind for h in hits} == {"message", "fact"}
+    assert {f.name for f in dataclasses.fields(MemoryItem)}.isdisjoint(
+        {"score", "signals", "vector_score", "keyword_score", "in_time_range", "prev_id", "next_id"})
+    top = hits[0]
+    assert top.item.message_id == ids[-1] and top.item.thread_id == thread
+    assert top.item.content == "The wifi password at the cabin is pinecone77."
+    assert {"vector", "keyword", "speaker", "neighbour", "thread"} <= set(top.signals)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    many = mm.search_memory_many(["cabin wifi password"], user_id=user, k=10)
+    assert many == [hits]
 
 
 def test_deferred_embeddings_are_filled_before_search(mm: MemoryManager, user: str, thread: str) -> None:
     ids = chat(mm, user, thread, FILLER + [("user", "The wifi password at the cabin is pinecone77.")],
                NOW - timedelta(days=1), embed=False)
     hits = mm.search_memory("cabin wifi password", user_id=user, k=3, method="vector")
-    assert hits[0].message_id == ids[-1]
-    assert hits[0].vector_score > 0
+    assert hits[0].item.message_id == ids[-1]
+    assert hits[0].signals["vector"] > 0
     assert mm.embed_pending_messages(user_id=user) == 0
 
 
@@ -170,14 +192,14 @@ def test_summaries_and_facts_in_the_same_list(mm: MemoryManager, user: str, thre
     sql_conn.execute("INSERT INTO fact_memory (user_id, category, content, embedding)"
                      " VALUES (%s, 'stable_fact', %s, %s)", (user, fact, mm.embeddings.embed_one(fact)))
     hits = mm.search_memory("when does the release train leave", user_id=user, k=5)
-    kinds = {h.kind for h in hits[:3]}
+    kinds = {h.item.kind for h in hits[:3]}
     assert kinds == {"message", "summary", "fact"}
-    msg = next(h for h in hits if h.kind == "message")
-    assert msg.summary_id == summary.summary_id and msg.thread_id == thread
-    assert next(h for h in hits if h.kind == "summary").summary_id == summary.summary_id
-    assert {h.kind for h in mm.search_memory("release train", user_id=user, scope=["facts"])} == {"fact"}
+    msg = next(h for h in hits if h.item.kind == "message")
+    assert msg.item.summary_id == summary.summary_id and msg.item.thread_id == thread
+    assert next(h for h in hits if h.item.kind == "summary").item.summary_id == summary.summary_id
+    assert {h.item.kind for h in mm.search_memory("release train", user_id=user, scope=["facts"])} == {"fact"}
     # Facts have no thread: a thread filter leaves them out.
-    assert "fact" not in {h.kind for h in mm.search_memory("release train", user_id=user, thread_id=thread)}
+    assert "fact" not in {h.item.kind for h in mm.search_memory("release train", user_id=user, thread_id=thread)}
 
 
 def test_bad_input_is_rejected(mm: MemoryManager, user: str) -> None:
@@ -244,9 +266,9 @@ def test_planted_fact_found_after_consolidation_real_model(real_mm: MemoryManage
     sid = result.summary.summary_id
 
     hits = real_mm.search_memory("Which city did my sibling relocate to?", user_id=user, k=5)
-    top = next(h for h in hits if h.kind == "message")
-    assert top.message_id == fact_id and top.summary_id == sid
-    assert any(h.kind == "summary" and h.summary_id == sid for h in hits)
+    top = next(h for h in hits if h.item.kind == "message")
+    assert top.item.message_id == fact_id and top.item.summary_id == sid
+    assert any(h.item.kind == "summary" and h.item.summary_id == sid for h in hits)
     # The agent can open it: the summary expands back to the original message.
     assert fact_id in [m.id for m in real_mm.expand_summary(sid, user_id=user).messages]
     # Unanswerable: clearly lower than the answerable question's best score.

@@ -53,13 +53,13 @@ def test_the_speaker_named_in_the_question_comes_first(mm: MemoryManager, user: 
                                    (None, FILLER[2])])
     for q in ("What does Ann do with the kids?", "what does ann's family do for fun"):
         hits = mm.search_memory(query=q, user_id=user, k=5, scope="messages")
-        assert hits[0].message_id == ids[3], q
-        assert hits[0].signals["speaker"] == 1.0 and hits[0].name == "Ann"
-        bob = next(h for h in hits if h.message_id == ids[1])
+        assert hits[0].item.message_id == ids[3], q
+        assert hits[0].signals["speaker"] == 1.0 and hits[0].item.name == "Ann"
+        bob = next(h for h in hits if h.item.message_id == ids[1])
         assert bob.signals["speaker"] == 0.0 and bob.score < hits[0].score
     # The name is keyword text of the message too.
     found = mm.search_memory(query="Bob", user_id=user, k=5, scope="messages", method="keyword")
-    assert found and found[0].message_id == ids[1]
+    assert found and found[0].item.message_id == ids[1]
 
 
 def test_a_name_is_matched_as_a_word_and_left_out_of_the_embedded_query() -> None:
@@ -75,7 +75,7 @@ def test_a_new_speaker_is_matched_right_after_it_is_written(mm: MemoryManager, u
     mm.search_memory(query="hello", user_id=user)  # the user's names are now known to the search
     ids = write(mm, user, thread, [("Zoe", "Hello there.")], start=NOW - timedelta(days=1))
     hits = mm.search_memory(query="what did Zoe say", user_id=user, scope="messages")
-    assert hits[0].message_id == ids[0] and hits[0].signals["speaker"] == 1.0
+    assert hits[0].item.message_id == ids[0] and hits[0].signals["speaker"] == 1.0
 
 
 def test_the_turn_before_an_answer_is_lifted_by_it(mm: MemoryManager, user: str, thread: str) -> None:
@@ -84,8 +84,8 @@ def test_the_turn_before_an_answer_is_lifted_by_it(mm: MemoryManager, user: str,
                                    ("Ann", "An Olympus film camera at the flea market."),
                                    (None, FILLER[2]), (None, FILLER[3])])
     hits = mm.search_memory(query="olympus film camera flea market", user_id=user, k=6, scope="messages")
-    by_id = {h.message_id: h for h in hits}
-    assert hits[0].message_id == ids[3]
+    by_id = {h.item.message_id: h for h in hits}
+    assert hits[0].item.message_id == ids[3]
     assert by_id[ids[2]].signals["neighbour"] > 0
     # (the turns after the answer hold it in their keyword window; the ones before do not)
     assert all(by_id[ids[2]].score > by_id[i].score for i in (ids[0], ids[1]) if i in by_id)
@@ -93,7 +93,7 @@ def test_the_turn_before_an_answer_is_lifted_by_it(mm: MemoryManager, user: str,
     from memory.tables.search import SearchWeights
     flat = mm.search_memory(query="olympus film camera flea market", user_id=user, k=6, scope="messages",
                             weights=SearchWeights(adjacent_weight=0.0))
-    lifted = next(h for h in flat if h.message_id == ids[2])
+    lifted = next(h for h in flat if h.item.message_id == ids[2])
     assert lifted.signals["neighbour"] == 0.0
     assert lifted.score == pytest.approx(by_id[ids[2]].score - by_id[ids[2]].signals["neighbour"])
 
@@ -109,8 +109,8 @@ def test_a_summary_hit_says_which_messages_it_replaced_and_its_id_is_written_onc
     sql_conn.execute("UPDATE conversational_memory SET summary_id = %s WHERE user_id = %s AND id = ANY(%s)",
                      (summary.summary_id, user, ids[:2]))
     hits = mm.search_memory(query="when does the release train leave", user_id=user, k=5)
-    s = next(h for h in hits if h.kind == "summary")
-    assert s.covers == Covered(first_id=ids[0], last_id=ids[1], count=2)
+    s = next(h for h in hits if h.item.kind == "summary")
+    assert s.item.covers == Covered(first_id=ids[0], last_id=ids[1], count=2)
     text = format_hits(hits)
     assert text.count(str(summary.summary_id)) == 1, text
     assert f"replaces 2 messages, ids {ids[0]}-{ids[1]}" in text
@@ -147,5 +147,5 @@ def test_a_multi_part_question_finds_both_parts_real_model(real_mm: MemoryManage
                start + timedelta(days=20))
     hits = real_mm.search_memory(query="What does Ann do in her free time?", user_id=user, k=4,
                                  scope="messages")
-    top = [h.message_id for h in hits]
-    assert s1[1] in top and s2[1] in top, [(h.name, h.content) for h in hits]
+    top = [h.item.message_id for h in hits]
+    assert s1[1] in top and s2[1] in top, [(h.item.name, h.item.content) for h in hits]

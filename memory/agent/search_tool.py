@@ -42,22 +42,23 @@ def format_hit(hit: MemoryHit, refs: dict[uuid.UUID, str] | None = None) -> str:
     """One line for ``hit``. With ``refs`` (summary id -> short label, filled as lines are
     made), a summary's full ``[Summary ID: ...]`` reference is written on its first line
     only and later hits of the same summary carry its label."""
-    when = hit.created_at.strftime("%Y-%m-%d %H:%M") if hit.created_at else "undated"
-    where = f" thread {hit.thread_id}" if hit.thread_id else ""
-    ref = _summary_ref(hit.summary_id, refs)
-    if hit.kind == "summary":
-        label, _, body = hit.content.partition("\n")
+    m = hit.item
+    when = m.created_at.strftime("%Y-%m-%d %H:%M") if m.created_at else "undated"
+    where = f" thread {m.thread_id}" if m.thread_id else ""
+    ref = _summary_ref(m.summary_id, refs)
+    if m.kind == "summary":
+        label, _, body = m.content.partition("\n")
         excerpt = " ".join(body.split())[:EXCERPT_CHARS]
         covers = ""
-        if hit.covers is not None:
-            c = hit.covers
+        if m.covers is not None:
+            c = m.covers
             covers = (f" (replaces message {c.first_id})" if c.count == 1
                       else f" (replaces {c.count} messages, ids {c.first_id}-{c.last_id})")
         return f"- [{when}{where}] {ref.strip()}{covers} {label}: {excerpt}"
-    if hit.kind == "fact":
-        return f"- [{when}] fact ({hit.role}): {hit.content}"
-    who = f"{hit.name} ({hit.role})" if hit.name else hit.role
-    return f"- [{when}{where}]{ref} {who}: {hit.content}"
+    if m.kind == "fact":
+        return f"- [{when}] fact ({m.role}): {m.content}"
+    who = f"{m.name} ({m.role})" if m.name else m.role
+    return f"- [{when}{where}]{ref} {who}: {m.content}"
 
 
 def _summary_ref(summary_id: uuid.UUID | None, refs: dict[uuid.UUID, str] | None) -> str:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 import click
 
 from memory.cli.bench import bench_dir, bench_scripts, pump
-from memory.cli.output import STATUS_STYLE, console, emit_json, one_line, short, spinner, styled, table, when
+from memory.cli.output import STATUS_STYLE, console, emit_json, jsonable, one_line, short, spinner, styled, table, when
 from memory.errors import AgentMemError, InvalidInputError, NotFoundError
 
 EXIT_ERROR = 1
@@ -411,13 +411,14 @@ def search(query: str, user: str, kinds: tuple[str, ...], thread: str | None, k:
     with open_manager() as mm, spinner("searching"):
         hits = mm.search_memory(query, user_id=user, k=k, scope=list(kinds) or None, thread_id=thread)
     if as_json:
-        return emit_json(hits)
+        # flat rows for pipes: the found row's fields, then its score and signals
+        return emit_json([{**jsonable(h.item), "score": h.score, "signals": h.signals} for h in hits])
     if not hits:
         click.echo("no hits")
         return
     table(f"{len(hits)} hits for {query!r}", ["kind", "score", "time", "thread", "summary", "content"],
-          [(h.kind, f"{h.score:.3f}", when(h.created_at), h.thread_id or "",
-            str(h.summary_id)[:8] if h.summary_id else "", short(h.content, 70)) for h in hits])
+          [(h.item.kind, f"{h.score:.3f}", when(h.item.created_at), h.item.thread_id or "",
+            str(h.item.summary_id)[:8] if h.item.summary_id else "", short(h.item.content, 70)) for h in hits])
 
 
 @main.command()

@@ -82,10 +82,10 @@ def register_tools(server: Any, service: Service) -> list[str]:
             hits = mem.search(query, k=k, scope=scope, thread_id=thread_id, since=_date(since, "since"),
                               until=_date(until, "until"), min_score=DEFAULT_TOOL_MIN_SCORE)
             return {"results": [
-                {"kind": h.kind, "id": h.id, "content": h.content, "score": round(h.score, 4),
-                 "created_at": iso(h.created_at), "thread_id": h.thread_id,
-                 "summary_id": str(h.summary_id) if h.summary_id else None, "role": h.role}
-                for h in hits]}
+                {"kind": m.kind, "id": m.id, "content": m.content, "score": round(h.score, 4),
+                 "created_at": iso(m.created_at), "thread_id": m.thread_id,
+                 "summary_id": str(m.summary_id) if m.summary_id else None, "role": m.role}
+                for h in hits for m in (h.item,)]}
         return act(ctx, work)
 
     def write_message(

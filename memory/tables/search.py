@@ -62,6 +62,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from memory.retrieval.fusion import fuse_rankings
+from memory.retrieval.hits import Hit
 from memory.store.ops import COMMIT, Call, Op, Sql, run
 from memory.tables.base import TERMS_CTE, Table
 from memory.tables.conversation import embedding_text
@@ -106,42 +107,52 @@ class Covered:
     count: int
 
 
-@dataclass
-class MemoryHit:
-    """One search result, in the ``Hit`` shape: the found row's fields, ``score`` (the value
-    the list is ordered by) and ``signals`` (each signal's own value: ``vector``,
-    ``keyword``, ``speaker``, ``time``, ``neighbour``, ``thread``).
+@dataclass(frozen=True)
+class MemoryItem:
+    """One row ``search_memory`` found: a past message, a summary or a fact, as the
+    search reads it (what it is, not how it ranked; that is on the :class:`Hit`).
 
-    ``summary_id`` is set on consolidated messages and on summaries; a summary hit's
-    ``covers`` says which messages it replaced.
+    ``id`` is the message id, summary id or fact id as text (``message_id`` gives a
+    message's as an int). ``role`` is a message's role or a fact's category; ``name`` a
+    message's speaker. ``summary_id`` is set on consolidated messages and on summaries;
+    a summary's ``covers`` says which messages it replaced.
     """
 
     kind: str  # "message" | "summary" | "fact"
-    id: str  # message id, summary id or fact id (as text)
+    id: str
     content: str
-    score: float
     created_at: datetime | None
     thread_id: str | None = None
     summary_id: uuid.UUID | None = None
-    role: str | None = None  # message role, or the fact's category
-    vector_score: float = 0.0
-    keyword_score: float = 0.0
-    in_time_range: bool | None = None
+    role: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    name: str | None = None  # the message's speaker
-    covers: Covered | None = None  # on a summary hit: the messages it replaced
-    signals: dict[str, float] = field(default_factory=dict)
-    prev_id: int | None = field(default=None, repr=False, compare=False)  # the turns around a message
-    next_id: int | None = field(default=None, repr=False, compare=False)
+    name: str | None = None
+    covers: Covered | None = None
 
     @property
     def message_id(self) -> int | None:
         return int(self.id) if self.kind == "message" else None
 
-    @property
-    def matched_by(self) -> tuple[str, ...]:
-        """The signals that found this row (non-zero ones), strongest first."""
-        return tuple(n for n, v in sorted(self.signals.items(), key=lambda kv: -kv[1]) if v)
+
+#: What ``search_memory`` returns, one per found row: ``Hit[MemoryItem]``. ``score`` is
+#: the fused score the list is ordered by; ``signals`` has each signal's own value:
+#: ``vector``, ``keyword``, ``speaker``, ``neighbour`` and ``thread`` (hybrid), and
+#: ``time`` (1 or 0: in the query's time range) only when the query names a time.
+MemoryHit = Hit[MemoryItem]
+
+
+@dataclass
+class _Candidate:
+    """A found row while it is ranked (private: callers get the ``Hit``)."""
+
+    item: MemoryItem
+    vector: float
+    keyword: float
+    in_range: bool | None
+    signals: dict[str, float]
+    prev_id: int | None  # the turns just before and after a message in its thread
+    next_id: int | None
+    score: float = 0.0
 
 
 # One statement per search; every table in it is filtered or joined by user_id, so on
@@ -482,6 +493,27 @@ class MemorySearch(Table):
                        time_mode: str = "boost", min_score: float | None = None, method: str = "hybrid",
                        weights: SearchWeights | None = None, shape: str = "auto") -> Op[list[list[MemoryHit]]]:
         """:meth:`search_memory_many` as an operation (``memory.store.ops``)."""
+        if min_score is not None:
+            min_score = check_number(min_score, "min_score")
+        found = yield from self._found_many_op(queries, user_id=user_id, k=k, scope=scope, thread_id=thread_id,
+                                               since=since, until=until, now=now, time_mode=time_mode,
+                                               method=method, weights=weights, shape=shape)
+        w = weights or DEFAULT_WEIGHTS
+        results: list[list[MemoryHit]] = []
+        for candidates in found:
+            ranked = _rank(candidates, method, w)
+            if min_score is not None:
+                ranked = [h for h in ranked if h.score >= min_score]
+            results.append(ranked[:self._k(k)])
+        return results
+
+    def _found_many_op(self, queries: Sequence[str], *, user_id: str, k: int = 10,
+                       scope: str | Iterable[str] | None = None, thread_id: str | None = None,
+                       since: datetime | None = None, until: datetime | None = None, now: datetime | None = None,
+                       time_mode: str = "boost", method: str = "hybrid", weights: SearchWeights | None = None,
+                       shape: str = "auto") -> Op[list[list[_Candidate]]]:
+        """Each query's found rows, not yet ranked (private shape; ``bench/recall.py`` ranks
+        the same rows again under other weights)."""
         if isinstance(queries, (str, bytes)) or not isinstance(queries, Sequence):
             raise InvalidInputError("queries must be a list of query strings")
         if len(queries) > self.settings.max_batch:
@@ -501,8 +533,6 @@ class MemorySearch(Table):
         if weights is not None and not isinstance(weights, SearchWeights):
             raise InvalidInputError(f"weights must be a SearchWeights, got {type(weights).__name__}")
         w = weights or DEFAULT_WEIGHTS
-        if min_score is not None:
-            min_score = check_number(min_score, "min_score")
         if w.fusion not in ("linear", "rrf"):
             raise InvalidInputError("fusion must be 'linear' or 'rrf'")
         if shape not in SHAPES:
@@ -535,14 +565,8 @@ class MemorySearch(Table):
             # Messages written with embed=False: embed them, then search again.
             yield Call(self.embed_pending_messages, kwargs={"user_id": uid})
             rows = yield from self._search_rows_op(stmt, params)
-        results: list[list[MemoryHit]] = []
-        for (span, *_), found in zip(plans, rows):
-            hits = [_hit(row, span) for row in found if row["kind"] != "pending"]
-            ranked = _rank(hits, method, w)
-            if min_score is not None:
-                ranked = [h for h in ranked if h.score >= min_score]
-            results.append(ranked[:k])
-        return results
+        return [[_candidate(row, span) for row in found if row["kind"] != "pending"]
+                for (span, *_), found in zip(plans, rows)]
 
     def _search_rows_op(self, stmt: sql.SQL, params: Sequence[dict[str, Any]]) -> Op[list[list[dict[str, Any]]]]:
         """Every query's rows, in one transaction (its search settings first)."""
@@ -617,7 +641,7 @@ def _aware(value: datetime | None) -> datetime | None:
     return value
 
 
-def _hit(row: dict[str, Any], span: TimeRange | None) -> MemoryHit:
+def _candidate(row: dict[str, Any], span: TimeRange | None) -> _Candidate:
     in_range = None
     if span is not None:
         in_range = bool(row["t0"] < span.end and row["t1"] >= span.start)
@@ -625,19 +649,23 @@ def _hit(row: dict[str, Any], span: TimeRange | None) -> MemoryHit:
     if row["n_covered"]:
         covers = Covered(int(row["first_id"]), int(row["last_id"]), int(row["n_covered"]))
     vs, ks = float(row["vs"]), float(row["ks"])
-    spoke = 1.0 if row["spk"] else 0.0
-    return MemoryHit(
-        kind=row["kind"], id=row["id"], content=row["content"], score=0.0, created_at=row["created_at"],
+    signals = dict(vector=vs, keyword=ks, speaker=1.0 if row["spk"] else 0.0)
+    if in_range is not None:
+        signals["time"] = 1.0 if in_range else 0.0
+    item = MemoryItem(
+        kind=row["kind"], id=row["id"], content=row["content"], created_at=row["created_at"],
         thread_id=row["thread_id"], summary_id=row["summary_id"], role=row["role"],
-        vector_score=vs, keyword_score=ks, in_time_range=in_range,
-        metadata=row["metadata"] or {}, name=row["name"], covers=covers,
-        signals=dict(vector=vs, keyword=ks, speaker=spoke, time=1.0 if in_range else 0.0),
-        prev_id=row["prev_id"], next_id=row["next_id"],
-    )
+        metadata=row["metadata"] or {}, name=row["name"], covers=covers)
+    return _Candidate(item, vs, ks, in_range, signals, row["prev_id"], row["next_id"])
 
 
-def _rank(hits: Sequence[MemoryHit], method: str, w: SearchWeights) -> list[MemoryHit]:
-    """Order hits by the chosen method; ``score`` is the fused score, ``signals`` its parts.
+def _rank(found: Sequence[_Candidate], method: str, w: SearchWeights) -> list[MemoryHit]:
+    """The found rows as hits, best first (:func:`_order`)."""
+    return [Hit(c.item, c.score, c.signals) for c in _order(found, method, w)]
+
+
+def _order(found: Sequence[_Candidate], method: str, w: SearchWeights) -> list[_Candidate]:
+    """Order the found rows by the chosen method; ``score`` is the fused score, ``signals`` its parts.
 
     Hybrid (linear): each hit's own score is ``vector + keyword_weight * keyword +
     speaker_weight * speaker + time_boost * time``; a message then gains
@@ -646,46 +674,48 @@ def _rank(hits: Sequence[MemoryHit], method: str, w: SearchWeights) -> list[Memo
     "yes, on Sunday"), and ``thread_weight`` times the mean own score of its thread's
     best three candidates (a thread that is about the question lifts its turns).
     """
-    def time_bonus(h: MemoryHit) -> float:
-        return w.time_boost if h.in_time_range else 0.0
+    def time_bonus(c: _Candidate) -> float:
+        return w.time_boost if c.in_range else 0.0
 
-    out = [replace(h, signals=dict(h.signals)) for h in hits]
+    def key(c: _Candidate) -> tuple[str, str]:
+        return (c.item.kind, c.item.id)
+
+    out = [replace(c, signals=dict(c.signals)) for c in found]  # the caller's candidates stay as they were
     if method == "vector":
-        for h in out:
-            h.score = h.vector_score + time_bonus(h)
+        for c in out:
+            c.score = c.vector + time_bonus(c)
     elif method == "keyword":
-        for h in out:
-            h.score = h.keyword_score + time_bonus(h)
-        out = [h for h in out if h.keyword_score > 0]
+        for c in out:
+            c.score = c.keyword + time_bonus(c)
+        out = [c for c in out if c.keyword > 0]
     elif w.fusion == "linear":
         own = {}
-        for h in out:
-            own[(h.kind, h.id)] = (h.vector_score + w.keyword_weight * h.keyword_score
-                                   + w.speaker_weight * h.signals.get("speaker", 0.0) + time_bonus(h))
+        for c in out:
+            own[key(c)] = (c.vector + w.keyword_weight * c.keyword
+                           + w.speaker_weight * c.signals.get("speaker", 0.0) + time_bonus(c))
         best: dict[str, list[float]] = {}
-        for h in out:
-            if h.kind == "message" and h.thread_id is not None:
-                best.setdefault(h.thread_id, []).append(own[(h.kind, h.id)])
+        for c in out:
+            if c.item.kind == "message" and c.item.thread_id is not None:
+                best.setdefault(c.item.thread_id, []).append(own[key(c)])
         thread_mean = {t: sum(sorted(v, reverse=True)[:3]) / min(len(v), 3) for t, v in best.items()}
-        for h in out:
-            score = own[(h.kind, h.id)]
-            if h.kind == "message":
-                around = [own[("message", str(i))] for i in (h.prev_id, h.next_id)
+        for c in out:
+            score = own[key(c)]
+            if c.item.kind == "message":
+                around = [own[("message", str(i))] for i in (c.prev_id, c.next_id)
                           if i is not None and ("message", str(i)) in own]
                 neighbour = w.adjacent_weight * max(around, default=0.0)
-                thread = w.thread_weight * thread_mean.get(h.thread_id or "", 0.0)
-                h.signals.update(neighbour=neighbour, thread=thread)
+                thread = w.thread_weight * thread_mean.get(c.item.thread_id or "", 0.0)
+                c.signals.update(neighbour=neighbour, thread=thread)
                 score += neighbour + thread
-            h.score = score
+            c.score = score
     else:
-        by_key = {(h.kind, h.id): h for h in out}
-        vec = sorted(by_key, key=lambda key: -by_key[key].vector_score)
-        kw = sorted((key for key in by_key if by_key[key].keyword_score > 0),
-                    key=lambda key: -by_key[key].keyword_score)
+        by_key = {key(c): c for c in out}
+        vec = sorted(by_key, key=lambda k: -by_key[k].vector)
+        kw = sorted((k for k in by_key if by_key[k].keyword > 0), key=lambda k: -by_key[k].keyword)
         order = fuse_rankings([vec, kw], [1.0, w.keyword_weight], k=w.rrf_k)
         n = len(order)
-        for rank, key in enumerate(order):
-            h = by_key[key]
+        for rank, k in enumerate(order):
+            c = by_key[k]
             # Rank fusion has no absolute scale; keep a rank-derived score in (0, 1].
-            h.score = (n - rank) / n + time_bonus(h)
-    return sorted(out, key=lambda h: -h.score)
+            c.score = (n - rank) / n + time_bonus(c)
+    return sorted(out, key=lambda c: -c.score)
