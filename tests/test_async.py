@@ -43,8 +43,8 @@ def test_search_finds_live_and_consolidated_messages_of_the_user_only(front, use
                          user_id=user, thread_id=thread)
     done = front.summarize_conversation(user_id=user, thread_id=thread, keep_recent=1)
     hits = front.search_memory("zebra export EXP-4411", user_id=user, k=5, scope="messages")
-    assert hits and "EXP-4411" in hits[0].content and hits[0].summary_id == done.summary.summary_id
-    assert front.search_memory("quokka backup", user_id=user, k=1, scope="messages")[0].summary_id is None
+    assert hits and "EXP-4411" in hits[0].item.content and hits[0].item.summary_id == done.summary.summary_id
+    assert front.search_memory("quokka backup", user_id=user, k=1, scope="messages")[0].item.summary_id is None
     assert front.search_memory("zebra export EXP-4411", user_id=f"other-{uuid.uuid4().hex[:6]}", k=5) == []
     with pytest.raises(InvalidInputError):
         front.search_memory("x", user_id=user, scope="everything")
