@@ -8,10 +8,11 @@ from memory.tables.corrections import Correction
 from memory.store.db import Database, connect
 from memory.retrieval.embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
 from memory.retrieval.hits import Hit
-from memory.errors import (AccessDeniedError, AgentMemError, ConfigurationError, ConfigurationWarning, DatabaseUnavailableError,
-                     DimensionMismatchError, EmbeddingError, EmbeddingModelMismatchError, FactCategoryError, FactRejectedError, FactTooLongError,
-                     InvalidInputError, LLMError, MigrationError, NotFoundError, TooManyFactsError,
-                     VectorExtensionMissingError)
+from memory.errors import (AccessDeniedError, AgentMemError, ConfigurationError, ConfigurationWarning,
+                           DatabaseUnavailableError, DimensionMismatchError, EmbeddingError,
+                           EmbeddingModelMismatchError, FactCategoryError, FactRejectedError, FactTooLongError,
+                           InvalidInputError, LLMError, MigrationError, NotFoundError, TooManyFactsError,
+                           VectorExtensionMissingError)
 from memory.agent.fact_tools import ToolError, fact_tools, register_fact_tools
 from memory.tables.facts import Remembered
 from memory.store.isolation import AppRole, create_app_role
@@ -50,7 +51,8 @@ __all__ = [
     "AppRole", "create_app_role",
     # errors
     "AgentMemError", "AccessDeniedError", "ConfigurationError", "ConfigurationWarning", "DatabaseUnavailableError",
-    "DimensionMismatchError", "EmbeddingError", "EmbeddingModelMismatchError", "FactCategoryError", "FactRejectedError", "FactTooLongError",
+    "DimensionMismatchError", "EmbeddingError", "EmbeddingModelMismatchError", "FactCategoryError", "FactRejectedError",
+    "FactTooLongError",
     "InvalidInputError", "LLMError", "MigrationError", "NotFoundError", "TooManyFactsError",
     "VectorExtensionMissingError",
 ]

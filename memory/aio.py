@@ -35,10 +35,11 @@ import asyncio
 import sys
 import time
 import uuid
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, AsyncIterator, Iterable, Mapping
+from typing import Any
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 import psycopg
 from pgvector.psycopg import register_vector_async
@@ -72,7 +73,7 @@ class AsyncDatabase:
     health: _PoolHealth = field(default_factory=_PoolHealth)
 
     @classmethod
-    async def open(cls, conninfo: str, settings: Settings) -> "AsyncDatabase":
+    async def open(cls, conninfo: str, settings: Settings) -> AsyncDatabase:
         """A pool on an already migrated schema (``AsyncMemoryManager.open`` migrates first)."""
         health = _PoolHealth()
         schema = settings.schema
@@ -156,10 +157,8 @@ async def _end(tx: AsyncExitStack, rollback: bool) -> None:
         raise _Rollback
     except _Rollback:
         exc_info = sys.exc_info()
-    try:
+    with suppress(_Rollback):
         await tx.__aexit__(*exc_info)
-    except _Rollback:
-        pass
 
 
 async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
@@ -203,7 +202,7 @@ class AsyncMemoryManager:
 
     @classmethod
     async def open(cls, settings: Settings | None = None, *, embedder: Embedder | None = None,
-                   conninfo: str | None = None) -> "AsyncMemoryManager":
+                   conninfo: str | None = None) -> AsyncMemoryManager:
         """Resolve the database (URL or embedded server), migrate, and open the async pool."""
         from memory.manager import MemoryManager
 
@@ -230,7 +229,7 @@ class AsyncMemoryManager:
         await self.adb.close()
         await asyncio.to_thread(self._mm.close)
 
-    async def __aenter__(self) -> "AsyncMemoryManager":
+    async def __aenter__(self) -> AsyncMemoryManager:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

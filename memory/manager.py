@@ -19,13 +19,12 @@ from __future__ import annotations
 import uuid
 import warnings
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence, overload
+from typing import Any, overload
+from collections.abc import Iterable, Mapping, Sequence
 
 from memory.consolidation.monitor import ContextStatus, ContextUsage
 from memory.consolidation.summarizer import Summarizer
 from memory.consolidation.writeback import Consolidation, ConsolidationResult, ExpandedSummary, Offload
-from memory.context.render import (format_conversation, format_entities, format_facts, format_knowledge,
-                                   format_summaries, format_workflows)
 from memory.errors import ConfigurationError, EmbeddingError
 from memory.retrieval.hits import Hit
 from memory.retrieval.embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
@@ -114,7 +113,7 @@ class MemoryManager:
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, embedder: Embedder | None = None,
-             conninfo: str | None = None) -> "MemoryManager":
+             conninfo: str | None = None) -> MemoryManager:
         """Connect (starting the embedded server if no URL is set), migrate, and return a manager."""
         settings = settings or Settings.from_env()
         service = EmbeddingService(embedder or embedder_from_env(settings), batch_size=settings.embedding_batch_size,
@@ -130,7 +129,7 @@ class MemoryManager:
         """A handle on one user's memory (``user_id`` validated once); ``.thread(id)`` narrows it to a thread."""
         return UserMemory(self, user_id)
 
-    def __enter__(self) -> "MemoryManager":
+    def __enter__(self) -> MemoryManager:
         return self
 
     def __exit__(self, *exc: object) -> None:

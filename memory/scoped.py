@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, overload
+from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Iterable, Mapping, Sequence
 
 from memory.store.validation import check_id
 

@@ -32,7 +32,8 @@ import typing
 import warnings
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from memory.errors import ConfigurationError, ConfigurationWarning
 
@@ -200,7 +201,7 @@ class Settings:
         self.validate()
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from the environment (or ``env``); keyword overrides win."""
         env = os.environ if env is None else env
         hints = _hints()
@@ -274,7 +275,7 @@ class Settings:
                     return size
         return self.default_context_window
 
-    def with_(self, **changes: Any) -> "Settings":
+    def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
 
@@ -368,9 +369,8 @@ def _check(name: str, value: Any, tp: Any, meta: Mapping[str, Any]) -> None:
     elif base is Path:
         if not isinstance(value, (str, Path)) or not str(value):
             raise _bad(name, value, tp, meta)
-    elif base is str:
-        if not isinstance(value, str) or "\x00" in value:
-            raise _bad(name, value, tp, meta)
+    elif base is str and (not isinstance(value, str) or "\x00" in value):
+        raise _bad(name, value, tp, meta)
 
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

@@ -24,7 +24,8 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .calls import acall_function, call_function, safe_repr, safe_str
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[A-Za-z0-9]+")

@@ -37,7 +37,8 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
+from typing import Any, TypeVar, overload
+from collections.abc import Callable, Iterable, Sequence
 
 from memory import ConfigurationError, InvalidInputError, MemoryManager
 from memory.store.validation import check_id, check_json, check_number, check_positive_int, check_text
@@ -160,7 +161,7 @@ class Toolbox:
         names = list(names) if names is not None else [None] * len(funcs)
         if len(names) != len(funcs):
             raise InvalidInputError("names must have one entry per function")
-        specs = [describe_function(f, n) for f, n in zip(funcs, names)]  # all described before anything is written
+        specs = [describe_function(f, n) for f, n in zip(funcs, names, strict=False)]  # all described before anything is written
         return self._register(specs, funcs, [""] * len(specs), augment=augment, timeout=timeout)
 
     def register_schema(self, schema: Any, handler: Callable[..., Any] | None = None, *,
@@ -188,7 +189,7 @@ class Toolbox:
         timeout = check_timeout(timeout, allow_zero=True)
         described = [describe_schema(s) for s in schemas]
         specs = [d.spec for d in described]
-        funcs = [h if h is not None else d.handler for h, d in zip(handlers, described)]
+        funcs = [h if h is not None else d.handler for h, d in zip(handlers, described, strict=False)]
         for h in funcs:
             if h is not None and not callable(h):
                 raise InvalidInputError(f"a handler must be callable, got {type(h).__name__}")
@@ -210,7 +211,7 @@ class Toolbox:
         tools: list[Tool] = []
         pending: list[_Pending] = []
         model = self.mm.embeddings.name
-        for spec, func, category in zip(specs, funcs, categories):
+        for spec, func, category in zip(specs, funcs, categories, strict=False):
             digest = content_hash(name=spec.name, docstring=spec.docstring, parameters=spec.parameters,
                                   augment=augment, model=model, category=category)
             row = store.fetch(self.mm.db, self.namespace, spec.name)
@@ -223,7 +224,7 @@ class Toolbox:
             pending.append(_Pending(spec, func, category, digest, aug, text))
         if pending:
             vectors = self.mm.embeddings.embed([p.text[:4000] for p in pending])
-            for p, vec in zip(pending, vectors):
+            for p, vec in zip(pending, vectors, strict=False):
                 row = store.upsert(self.mm.db, namespace=self.namespace, name=p.spec.name,
                                    docstring=p.spec.docstring, description=p.aug.description,
                                    json_schema=p.spec.parameters, queries=p.aug.queries, search_text=p.text,
@@ -484,10 +485,7 @@ class Toolbox:
     def _unknown_tool(self, call: ParsedCall) -> ToolResult:
         names = sorted(self._tools)
         close = difflib.get_close_matches(call.name, names, n=3, cutoff=0.5)
-        if not call.name:
-            message = "the tool call names no tool"
-        else:
-            message = f"there is no tool named {call.name[:100]!r}"
+        message = "the tool call names no tool" if not call.name else f"there is no tool named {call.name[:100]!r}"
         fix = (f"Did you mean {' or '.join(repr(c) for c in close)}? " if close else "") + \
             "Call one of the tools you were given, with its exact name."
         available = names if len(names) <= 30 else names[:30] + ["..."]

@@ -12,7 +12,8 @@ which says what rule was broken and how to fix the call.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
+from collections.abc import Callable
 
 from memory.errors import FactRejectedError, InvalidInputError, NotFoundError
 from memory.agent.memory_tools import UserRef, register_functions

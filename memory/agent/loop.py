@@ -34,7 +34,8 @@ from __future__ import annotations
 import contextvars
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
 
 from memory.context.builder import BuiltContext, ContextBudgetError, ContextBuilder, ContextParts, Passage
 from memory.errors import AgentMemError, LLMError
@@ -180,7 +181,7 @@ class MemoryAgent:
             entities=[entity_line(h.item) for h in mm.read_entities(message, user_id=uid, k=k)],
             # relevance for MMR and placement: the passage's cosine similarity to the message
             passages=[Passage(knowledge_line(hit.item), hit.signals["vector"], vec)
-                      for hit, vec in zip(knowledge, vectors)],
+                      for hit, vec in zip(knowledge, vectors, strict=False)],
         )
 
     def monitor(self, parts: ContextParts) -> ContextStatus:
@@ -204,7 +205,7 @@ class MemoryAgent:
                                                exceptions_to_handle=fallback_exceptions())
         return runnable
 
-    def _call(self, runnable: Any, messages: "list[BaseMessage]") -> "AIMessage":
+    def _call(self, runnable: Any, messages: list[BaseMessage]) -> AIMessage:
         from langchain_core.messages import AIMessage
 
         answer = invoke(runnable, messages)
@@ -266,7 +267,7 @@ class MemoryAgent:
 
         result = TurnResult(answer="", status=status, context_tokens=built.tokens, budget=built.budget,
                             tools_offered=[t.name for t in offered], auto_consolidated=auto, context=built)
-        messages: "list[BaseMessage]" = built.messages()
+        messages: list[BaseMessage] = built.messages()
         runnable = self._bound(schemas)
         answer: str | None = None
         for _ in range(self.max_iterations):
@@ -309,7 +310,7 @@ class MemoryAgent:
         result.entities = self._record_entities(message, uid)
         return result
 
-    def _forced_final(self, messages: "list[BaseMessage]", schemas: list[dict[str, Any]],
+    def _forced_final(self, messages: list[BaseMessage], schemas: list[dict[str, Any]],
                       result: TurnResult) -> str:
         from langchain_core.messages import HumanMessage
 

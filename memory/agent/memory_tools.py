@@ -12,7 +12,8 @@ which the toolbox turns into structured results for the model.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 if TYPE_CHECKING:  # pragma: no cover
     from memory.manager import MemoryManager
@@ -21,7 +22,7 @@ UserRef = str | Callable[[], str]
 ThreadRef = str | None | Callable[[], str | None]
 
 
-def memory_tools(mm: "MemoryManager", *, user_id: UserRef, thread_id: ThreadRef = None, keep_recent: int = 1,
+def memory_tools(mm: MemoryManager, *, user_id: UserRef, thread_id: ThreadRef = None, keep_recent: int = 1,
                  model: Any | None = None) -> list[Callable[..., str]]:
     """``[summarize_and_store, expand_summary]`` bound to ``mm`` and ``user_id``.
 
@@ -77,7 +78,7 @@ def memory_tools(mm: "MemoryManager", *, user_id: UserRef, thread_id: ThreadRef 
     return [summarize_and_store, expand_summary]
 
 
-def register_memory_tools(toolbox: Any, mm: "MemoryManager", *, user_id: UserRef, pin: bool = False,
+def register_memory_tools(toolbox: Any, mm: MemoryManager, *, user_id: UserRef, pin: bool = False,
                           **kwargs: Any) -> list[str]:
     """Register the memory tools in ``toolbox`` (optionally pinned); returns their names."""
     return register_functions(toolbox, memory_tools(mm, user_id=user_id, **kwargs), pin=pin)

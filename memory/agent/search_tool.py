@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
 from memory.agent.memory_tools import UserRef, register_functions
 from memory.tables.search import MemoryHit
@@ -81,7 +82,7 @@ def format_hits(hits: Sequence[MemoryHit]) -> str:
     return "\n".join(format_hit(h, refs) for h in hits)
 
 
-def search_tools(mm: "MemoryManager", *, user_id: UserRef, min_score: float | None = DEFAULT_TOOL_MIN_SCORE,
+def search_tools(mm: MemoryManager, *, user_id: UserRef, min_score: float | None = DEFAULT_TOOL_MIN_SCORE,
                  now: Callable[[], datetime] | None = None) -> list[Callable[..., str]]:
     """``[search_memory]`` bound to ``mm`` and ``user_id``.
 
@@ -120,7 +121,7 @@ def search_tools(mm: "MemoryManager", *, user_id: UserRef, min_score: float | No
     return [search_memory]
 
 
-def register_search_tools(toolbox: Any, mm: "MemoryManager", *, user_id: UserRef, pin: bool = False,
+def register_search_tools(toolbox: Any, mm: MemoryManager, *, user_id: UserRef, pin: bool = False,
                           **kwargs: Any) -> list[str]:
     """Register ``search_memory`` in ``toolbox`` (optionally pinned); returns the names."""
     return register_functions(toolbox, search_tools(mm, user_id=user_id, **kwargs), pin=pin)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -93,7 +94,8 @@ def unit_convert(value: float, from_unit: str, to_unit: str) -> str:
     return f"{value:g} {from_unit} = {value * factors.get((from_unit, to_unit), 1.0):.2f} {to_unit}"
 
 
-DEMO_TOOLS: list[Callable[..., str]] = [get_weather, convert_currency, search_flights, book_hotel, check_order_status, create_ticket,
+DEMO_TOOLS: list[Callable[..., str]] = [get_weather, convert_currency, search_flights, book_hotel, check_order_status,
+                                       create_ticket,
               translate_text, calendar_free_slots, send_email, restart_service, stock_price, unit_convert]
 
 

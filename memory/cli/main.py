@@ -28,7 +28,8 @@ import functools
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import click
 
@@ -183,7 +184,8 @@ def _migration_status(as_json: bool) -> None:
     rows = [(f"{s.version:03d}", s.name, styled(s.state, _MIGRATION_STYLE.get(s.state, "")), when(s.applied_at))
             for s in states]
     table(f"migrations of schema {settings.schema!r}", ["version", "name", "state", "applied at"], rows)
-    counts = {state: sum(1 for s in states if s.state == state) for state in ("applied", "pending", "changed", "missing")}
+    counts = {state: sum(1 for s in states if s.state == state)
+              for state in ("applied", "pending", "changed", "missing")}
     click.echo(", ".join(f"{n} {state}" for state, n in counts.items() if n)
                + ("; run `agentmem init` to apply the pending ones" if counts["pending"] else ""))
 

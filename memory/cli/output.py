@@ -8,7 +8,8 @@ import uuid
 from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 import click
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 from memory.consolidation.summary_shape import fit_label, render
 
@@ -41,7 +41,8 @@ _REFERENCE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ids", re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b|#\d+\b|\b[A-Za-z]+_?\d{3,}\b")),
     ("urls", re.compile(r"\bhttps?://[^\s)\]>\"']+")),
     ("emails", re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")),
-    ("paths", re.compile(r"(?<![\w@/])/?(?:[\w.-]*[A-Za-z_][\w.-]*/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|sql|md|json|ya?ml|toml|txt|csv|log|sh|cfg|ini)\b")),
+    ("paths", re.compile(r"(?<![\w@/])/?(?:[\w.-]*[A-Za-z_][\w.-]*/)+[\w.-]+"
+                         r"|\b[\w-]+\.(?:py|js|ts|sql|md|json|ya?ml|toml|txt|csv|log|sh|cfg|ini)\b")),
     ("dates", re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|"
                          r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.? \d{1,2}(?:, \d{4})?\b")),
     ("numbers", re.compile(r"(?<![\w.])v?\d+(?:\.\d+){2,3}(?![\w.]*\w)")),

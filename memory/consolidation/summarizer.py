@@ -23,7 +23,8 @@ fallback: nothing is silently cut.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from memory.errors import LLMError
 from memory.consolidation.extractive import extractive_summary, label_for
@@ -47,7 +48,8 @@ _RULES = (
 
 FULL_PROMPT = "Summarise {what} below.\n\n" + _RULES + "{focus}\n\n{kind}:\n{text}"
 SIMPLE_PROMPT = ("Summarise this conversation. First line: 'Label: ' and 8 to 12 words. Then the headings "
-                 + ", ".join(HEADINGS) + ", each with bullet points. Keep names, numbers, dates and ids exact.\n\n{text}")
+                 + ", ".join(HEADINGS)
+                 + ", each with bullet points. Keep names, numbers, dates and ids exact.\n\n{text}")
 MERGE_WHAT = "these partial summaries of consecutive parts of one conversation into one summary"
 SHORTEN_PROMPT = ("This summary is {size:,} characters long; the limit is {limit:,}. Rewrite it shorter, "
                   "at most {target:,} characters, with the same four sections. Keep the most specific details "

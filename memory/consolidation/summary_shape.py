@@ -9,7 +9,7 @@ summary has exactly the four ``###`` headings, in order, and nothing else at tha
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 TECHNICAL = "### Technical Information"
 EMOTIONAL = "### Emotional Context"
@@ -71,7 +71,7 @@ def parse_sections(text: str) -> tuple[str | None, list[list[str]], bool]:
 def render(sections: Sequence[Iterable[str]]) -> str:
     """The four headings, each followed by its lines (``- None noted.`` when empty)."""
     parts = []
-    for heading, lines in zip(HEADINGS, sections):
+    for heading, lines in zip(HEADINGS, sections, strict=False):
         body = "\n".join(_trim_blank(list(lines)))
         parts.append(f"{heading}\n{body if body.strip() else NONE_NOTED}")
     return "\n\n".join(parts)

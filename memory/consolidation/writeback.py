@@ -37,10 +37,9 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 from psycopg import sql
-from psycopg.rows import class_row
 
 from memory.store.ops import COMMIT, ROLLBACK, Call, Op, Sql, run
 from memory.tables.base import Store, Table, select_list

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 from memory.store.rows import Entity, Fact, KnowledgeItem, Message, Summary, Workflow
 from memory.store.shapes import MALFORMED, call_parts

@@ -38,7 +38,7 @@ _CHUNK = re.compile(r"(?<=\n)(?=\S)")
 _CACHE_MAX = 100_000
 _SMALL = 64  # chunks shorter than this are counted directly, not cached
 _LONG_RUN_CHARS = 256
-_LONG_RUN = re.compile(r"\S{%d,}|[^\S\n]{%d,}" % (_LONG_RUN_CHARS, _LONG_RUN_CHARS))
+_LONG_RUN = re.compile(rf"\S{{{_LONG_RUN_CHARS},}}|[^\S\n]{{{_LONG_RUN_CHARS},}}")
 _SLICE = 128
 
 

@@ -23,7 +23,8 @@ import hmac
 import ipaddress
 import secrets
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -85,14 +86,13 @@ class Guard:
         token = self.config.token
         if token:
             given = request.query_params.get("token")
-            if given is not None and request.method == "GET":
-                if hmac.compare_digest(given, token):
-                    rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                    target = request.url.path + ("?" + urlencode(rest) if rest else "")
-                    response = RedirectResponse(target, status_code=303)
-                    response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
-                    await response(scope, receive, send)
-                    return
+            if given is not None and request.method == "GET" and hmac.compare_digest(given, token):
+                rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+                target = request.url.path + ("?" + urlencode(rest) if rest else "")
+                response = RedirectResponse(target, status_code=303)
+                response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+                await response(scope, receive, send)
+                return
             auth = request.headers.get("authorization", "")
             presented = auth[7:] if auth.lower().startswith("bearer ") else request.cookies.get(TOKEN_COOKIE, "")
             if not hmac.compare_digest(presented.encode(), token.encode()):

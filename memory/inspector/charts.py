@@ -8,7 +8,7 @@ which browsers show as a tooltip.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Sequence
+from collections.abc import Sequence
 
 from markupsafe import Markup, escape
 
@@ -85,7 +85,7 @@ def hbars(labels: Sequence[str], values: Sequence[int], captions: Sequence[str],
     vmax = max(max(values), 1)
     height = row * len(labels) + 4
     parts = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="100%" aria-label="table sizes">']
-    for i, (label, value, caption) in enumerate(zip(labels, values, captions)):
+    for i, (label, value, caption) in enumerate(zip(labels, values, captions, strict=False)):
         y = i * row + 2
         w = (width - left - 120) * value / vmax
         parts.append(f'<text x="{left - 6}" y="{y + 14}" text-anchor="end">{escape(label)}</text>'

@@ -13,7 +13,8 @@ import re
 import uuid
 from collections import defaultdict
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
 from memory.errors import InvalidInputError
 from memory.inspector import charts, queries
@@ -132,7 +133,7 @@ def usage(mm: MemoryManager, params: Mapping[str, str], config: Any) -> tuple[st
                + f" ({when(p.at)}): ~{p.tokens:,} tokens, {p.percent}% of the budget, {p.status}")
               for p in series.points]
     markers = []
-    for at, sid, label in series.consolidations:
+    for at, _sid, label in series.consolidations:
         turn = next((p.first_turn for p in series.points if p.at >= at), series.turns)
         markers.append((max(turn, 1), f"consolidated {when(at)}: {label}"))
     chart = charts.usage_line(points, warning=mm.settings.warning_threshold, critical=mm.settings.critical_threshold,

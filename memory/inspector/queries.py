@@ -18,7 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from psycopg import sql
 from psycopg.rows import class_row, dict_row
@@ -307,7 +308,8 @@ def _call_ids(m: Message) -> list[str]:
     return [str(c["id"]) for c in (m.tool_calls or []) if isinstance(c, dict) and c.get("id")]
 
 
-def _attach_results(conn: Any, uid: str, tid: str, messages: list[Message]) -> tuple[dict[int, list[Message]], set[int]]:
+def _attach_results(conn: Any, uid: str, tid: str,
+                    messages: list[Message]) -> tuple[dict[int, list[Message]], set[int]]:
     """Tool results of the calls made by ``messages`` (looked up after the first call), and their ids."""
     calls = [(m, _call_ids(m)) for m in messages if m.role == "assistant"]
     wanted = [cid for _, ids in calls for cid in ids]
@@ -519,7 +521,8 @@ def context_usage(db: Database, settings: Settings, user_id: str, thread_id: str
         "   UNION ALL"
         "   SELECT s.created_at, NULL, char_length('[Summary ID: ' || s.summary_id || '] ' || s.description)"
         "     - coalesce(src.chars, 0), false"
-        "   FROM summary_memory s LEFT JOIN src USING (summary_id) WHERE s.user_id = %(uid)s AND s.thread_id = %(tid)s),"
+        "   FROM summary_memory s LEFT JOIN src USING (summary_id)"
+        "   WHERE s.user_id = %(uid)s AND s.thread_id = %(tid)s),"
         " run AS (SELECT at, seq, turn, sum(d) OVER (ORDER BY at, seq NULLS FIRST ROWS UNBOUNDED PRECEDING) AS chars"
         "   FROM ev),"
         " turns AS (SELECT at, seq, agentmem_estimate_tokens(greatest(chars, 0)::bigint) AS tokens,"

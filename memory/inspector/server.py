@@ -7,7 +7,8 @@ other address (``0.0.0.0``, a LAN address) is refused unless a token is configur
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from memory.errors import ConfigurationError
 from memory.inspector.app import InspectorConfig, create_app, is_loopback

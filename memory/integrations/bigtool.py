@@ -21,7 +21,8 @@ only when the installed ToolNode lacks it.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from memory.errors import InvalidInputError
 from memory.integrations._extras import missing

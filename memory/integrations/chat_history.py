@@ -16,7 +16,8 @@ messages still live. ``clear()`` deletes the thread's messages and summaries.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, SystemMessage, message_to_dict, messages_from_dict
@@ -33,7 +34,10 @@ _TYPES = {"user": "human", "assistant": "ai", "system": "system", "tool": "tool"
 
 
 class AgentMemChatMessageHistory(BaseChatMessageHistory):
-    """``RunnableWithMessageHistory(chain, lambda session_id: AgentMemChatMessageHistory(mm, user_id=u, thread_id=session_id))``."""
+    """For ``RunnableWithMessageHistory(chain, get_session_history)``.
+
+    ``get_session_history = lambda session_id: AgentMemChatMessageHistory(mm, user_id=u, thread_id=session_id)``.
+    """
 
     def __init__(self, mm: Any, *, user_id: str, thread_id: str, include_summaries: bool = True) -> None:
         self.mm = mm

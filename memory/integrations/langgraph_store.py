@@ -42,7 +42,8 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from psycopg import sql
 from psycopg.rows import dict_row
@@ -69,6 +70,9 @@ _ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _NOW = sql.SQL("COALESCE(%(now)s::timestamptz, clock_timestamp())")
 _LIVE = sql.SQL("(s.expires_at IS NULL OR s.expires_at > {})").format(_NOW)
 
+
+_NO_SCORE = sql.SQL("NULL::float8")  # defaults of _fetch: no score column, no ORDER BY / LIMIT
+_NO_TAIL = sql.SQL("")
 
 class StoreNamespaceError(InvalidInputError, InvalidNamespaceError):
     """A namespace LangGraph or agentmem cannot use (empty, a label with '.', no user in it)."""
@@ -198,8 +202,8 @@ class AgentMemStore(BaseStore):
             if not isinstance(op.value, Mapping):
                 raise InvalidInputError(f"a store value must be a dict, got {type(op.value).__name__}")
             check_object(dict(op.value), "value", max_chars=s.max_content_chars)
-        if op.index is not None and op.index is not False:
-            if not isinstance(op.index, list) or not all(isinstance(p, str) and p for p in op.index):
+        if op.index is not None and op.index is not False and (
+                not isinstance(op.index, list) or not all(isinstance(p, str) and p for p in op.index)):
                 raise InvalidInputError("index must be False, None or a list of field paths such as ['text']")
         if op.ttl is not None and (isinstance(op.ttl, bool) or not isinstance(op.ttl, (int, float))
                                    or not op.ttl > 0 or op.ttl > 1e9):
@@ -240,7 +244,7 @@ class AgentMemStore(BaseStore):
         texts = sorted({op.query for op in ops if isinstance(op, SearchOp) and op.query})
         if not texts:
             return {}
-        return dict(zip(texts, self.mm.embeddings.embed([t[:EMBED_CHARS] for t in texts])))
+        return dict(zip(texts, self.mm.embeddings.embed([t[:EMBED_CHARS] for t in texts]), strict=True))
 
     def _read(self, conn: Any, r: _Read, args: dict[str, Any], queries: dict[str, Any]) -> Result:
         op = r.op
@@ -254,7 +258,7 @@ class AgentMemStore(BaseStore):
         return self._list(conn, r.user, op, args)
 
     def _fetch(self, conn: Any, where: sql.Composable, args: dict[str, Any],
-               score: sql.Composable = sql.SQL("NULL::float8"), tail: sql.Composable = sql.SQL("")) -> list[dict]:
+               score: sql.Composable = _NO_SCORE, tail: sql.Composable = _NO_TAIL) -> list[dict]:
         stmt = sql.SQL(
             "SELECT * FROM (SELECT s.user_id, s.namespace, s.key, s.value, s.created_at, s.updated_at,"
             " s.ttl_minutes, {score} AS score FROM store_memory s WHERE {where} AND {live}) s{tail}"

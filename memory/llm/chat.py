@@ -34,9 +34,11 @@ into :class:`~memory.errors.LLMError`.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
 
 import httpx
 
@@ -81,10 +83,9 @@ class _Watchdog:
     def _shutdown(self) -> None:
         sock = self._stream.get_extra_info("socket") if self._stream is not None else None
         if sock is not None:
-            try:  # the plain socket call, also on a TLS socket: unblocks a read in another thread
+            # the plain socket call, also on a TLS socket: unblocks a read in another thread
+            with contextlib.suppress(OSError):
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def timeout(self, request: httpx.Request, exc: Exception) -> httpx.ReadTimeout:
         return httpx.ReadTimeout(f"no complete answer within {self.seconds:g}s ({exc.__class__.__name__} after "
@@ -153,7 +154,7 @@ class DeadlineTransport(httpx.BaseTransport):
 
 def make_openai_model(model: str, *, base_url: str | None = None, api_key: str | None = None,
                       timeout: float | None = None, max_retries: int | None = None,
-                      **kwargs: Any) -> "BaseChatModel":
+                      **kwargs: Any) -> BaseChatModel:
     """``ChatOpenAI`` against any OpenAI-compatible endpoint, ``timeout`` bounding each whole attempt.
 
     ``timeout`` and ``max_retries`` default to the ``llm_timeout`` and ``llm_max_retries`` settings.
@@ -203,7 +204,7 @@ def with_fallback(primary: Any, fallback: Any) -> Any:
     return primary.with_fallbacks([fallback], exceptions_to_handle=fallback_exceptions())
 
 
-def invoke(model: Any, messages: Sequence["BaseMessage"]) -> Any:
+def invoke(model: Any, messages: Sequence[BaseMessage]) -> Any:
     """``model.invoke(messages)``; every failure becomes LLMError (the model's client bounds the time)."""
     try:
         return model.invoke(list(messages))
@@ -214,7 +215,7 @@ def invoke(model: Any, messages: Sequence["BaseMessage"]) -> Any:
 def _describe(exc: BaseException) -> str:
     import openai
 
-    if isinstance(exc, openai.APITimeoutError) or isinstance(exc, TimeoutError):
+    if isinstance(exc, (openai.APITimeoutError, TimeoutError)):
         return f"timed out ({exc!r})"
     return repr(exc)
 
@@ -229,7 +230,7 @@ def message_text(message: Any) -> str:
     return content
 
 
-def complete(model: Any, prompt: "str | Sequence[BaseMessage]", *, system: str | None = None) -> str:
+def complete(model: Any, prompt: str | Sequence[BaseMessage], *, system: str | None = None) -> str:
     """Ask ``model`` for text; raise LLMError on failure, timeout or a non-text answer."""
     from langchain_core.messages import HumanMessage, SystemMessage
 

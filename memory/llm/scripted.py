@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -87,7 +88,7 @@ class ScriptedChatModel(BaseChatModel):
     def model_name(self) -> str:
         return "scripted"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> "ScriptedChatModel":  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
         schemas = [t if isinstance(t, dict) else getattr(t, "openai_schema", t) for t in tools]
         return self.model_copy(update={"bound_tools": list(schemas)})
 

@@ -20,7 +20,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from memory.errors import AccessDeniedError, ConfigurationError
 from memory.store.validation import check_id
@@ -62,7 +63,8 @@ class Identity:
         user = self.token_user(bearer_token(headers))
         if user is None:
             raise AccessDeniedError("this request carries no valid bearer token, so it acts for no user: send "
-                                    "'Authorization: Bearer <token>' with a token the server's AGENTMEM_MCP_TOKENS maps")
+                                    "'Authorization: Bearer <token>' with a token the server's AGENTMEM_MCP_TOKENS "
+                                    "maps")
         return user
 
 

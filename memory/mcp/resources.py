@@ -10,7 +10,8 @@ A failure is an MCP error whose message says what to do (:mod:`memory.mcp.failur
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError

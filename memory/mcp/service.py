@@ -16,9 +16,11 @@ tools off the event loop), so the lock only guards the opening.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Mapping
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable
 
 from memory.errors import AgentMemError, DatabaseUnavailableError
 from memory.mcp.auth import Identity
@@ -76,10 +78,8 @@ class Service:
             if self._mm is not mm:
                 return
             self._mm = None
-        try:
+        with contextlib.suppress(Exception):  # closing a pool whose server is gone must not hide the caller's error
             mm.close()
-        except Exception:  # closing a pool whose server is gone must not hide the caller's error
-            pass
 
     def model(self) -> Any | None:
         """The configured chat model for summaries (AGENTMEM_LLM_*), or None: extractive summaries."""
@@ -92,10 +92,8 @@ class Service:
 
     def warm_up(self) -> None:
         """Open the manager now if the database is there (called in the background at start)."""
-        try:
+        with contextlib.suppress(AgentMemError):  # the first call reports it, and tries again
             self.manager()
-        except AgentMemError:
-            pass  # the first call reports it, and tries again
 
     def close(self) -> None:
         with self._lock:

@@ -17,7 +17,8 @@ other sessions.
 # No ``from __future__ import annotations``: the SDK reads these annotations at run time, and
 # some are built from the settings (the fact length in ``remember``).
 from datetime import datetime
-from typing import Annotated, Any, Callable, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Callable
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError

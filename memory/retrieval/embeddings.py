@@ -31,7 +31,8 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Protocol, Sequence
+from typing import Protocol
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -205,7 +206,7 @@ class EmbeddingService:
             chunk = todo[start:start + self.batch_size]
             vectors = self._run([texts[idxs[0]] for _, idxs in chunk])
             with self._lock:
-                for (key, idxs), vec in zip(chunk, vectors):
+                for (key, idxs), vec in zip(chunk, vectors, strict=True):
                     for i in idxs:
                         result[i] = vec
                     self._cache[key] = vec

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 #: Reciprocal-rank-fusion constant and weights; see ``fuse_rankings``.
 RRF_K = 60
@@ -14,7 +15,7 @@ def fuse_rankings(rankings: Sequence[Sequence[Any]], weights: Sequence[float] | 
     weights = weights or [1.0] * len(rankings)
     scores: dict[Any, float] = {}
     first_seen: dict[Any, int] = {}
-    for ranking, weight in zip(rankings, weights):
+    for ranking, weight in zip(rankings, weights, strict=False):
         for rank, key in enumerate(ranking):
             scores[key] = scores.get(key, 0.0) + weight / (k + rank + 1)
             first_seen.setdefault(key, len(first_seen))

@@ -30,7 +30,8 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 

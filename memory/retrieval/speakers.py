@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 #: The word a speaker's name in the query is replaced by before the query is embedded.
 NAME_PLACEHOLDER = "someone"

@@ -33,28 +33,32 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone, tzinfo
-from typing import Callable
+from datetime import date, datetime, time, timedelta, tzinfo, UTC
+from collections.abc import Callable
 
 MONTHS = {name: i + 1 for i, name in enumerate(
-    "january february march april may june july august september october november december".split())}
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
+     "december"])}
 MONTHS.update({name[:3]: num for name, num in list(MONTHS.items())})
 MONTHS["sept"] = 9
-WEEKDAYS = {name: i for i, name in enumerate("monday tuesday wednesday thursday friday saturday sunday".split())}
+WEEKDAYS = {name: i for i, name in enumerate(["monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+                                              "sunday"])}
 UNITS = {"day": 1, "week": 7, "month": 30, "year": 365, "weekend": 7}
 NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
                 "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "a couple of": 2,
                 "few": 3, "a few": 3, "several": 4}
 SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 #: The start of an open range ("before May"): far enough back for any stored row.
-EARLIEST = datetime(1900, 1, 1, tzinfo=timezone.utc)
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 #: Words that may follow a season after a preposition and still leave it a time
 #: ("in the summer when we moved"), unlike a noun ("in the spring boot config").
 _AFTER_SEASON = frozenset(
-    "i we you he she they it my our your his her their the a an and or but so when while as if because "
-    "before after until since then of at in on to for with by last this next is was were are did do does "
-    "had have has will would could should about from around near over into there here that which where who "
-    "too again only just please also now yet ever".split())
+    ["i", "we", "you", "he", "she", "they", "it", "my", "our", "your", "his", "her", "their", "the", "a", "an", "and",
+     "or", "but", "so", "when", "while", "as", "if", "because", "before", "after", "until", "since", "then", "of",
+     "at", "in", "on", "to", "for", "with", "by", "last", "this", "next", "is", "was", "were", "are", "did", "do",
+     "does", "had", "have", "has", "will", "would", "could", "should", "about", "from", "around", "near", "over",
+     "into", "there", "here", "that", "which", "where", "who", "too", "again", "only", "just", "please", "also", "now",
+     "yet", "ever"])
 
 _MONTH = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _WEEKDAY = r"(?P<weekday>" + "|".join(WEEKDAYS) + r")"
@@ -231,7 +235,8 @@ _PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
     (re.compile(rf"\b{_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?\b"), _match_month),
     (re.compile(rf"\b(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+{_YEAR})?\b"), _match_month),
     (re.compile(rf"\b{_PART}{_MONTH}(?:\s+of)?,?\s+{_YEAR}\b"), _match_month),
-    (re.compile(rf"\b(?P<cue>in|last|this|next|since|during|early|late|mid|until|till|before|after|of|from|prior to|up to|up until)\s+"
+    (re.compile(r"\b(?P<cue>in|last|this|next|since|during|early|late|mid|until|till|before|after|of|from"
+                r"|prior to|up to|up until)\s+"
                 rf"{_PART}{_MONTH}(?!\w)(?!\s+[0-3]?\d(?:st|nd|rd|th)?\b)(?:,?\s+{_YEAR})?"), _match_month),
     (re.compile(rf"\b{_NUM}\s+{_UNIT}\s+(?:ago|back|before now)\b"), _match_ago),
     (re.compile(rf"\b(?:in\s+|over\s+|during\s+)?(?:the\s+)?(?:past|last)\s+{_NUM}\s+{_UNIT}\b"), _match_past_n),
@@ -254,9 +259,9 @@ def parse_time_range(text: str, now: datetime | None = None) -> TimeRange | None
 
     ``now`` defaults to the current UTC time; a naive ``now`` is taken as UTC.
     """
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if now.tzinfo is None:
-        now = now.replace(tzinfo=timezone.utc)
+        now = now.replace(tzinfo=UTC)
     lowered = text.lower()
     best: tuple[int, int, re.Match[str], Handler, tuple[datetime, datetime]] | None = None
     for pattern, handler in _PATTERNS:

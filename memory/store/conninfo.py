@@ -23,7 +23,8 @@ def check_conninfo(conninfo: str) -> dict[str, Any]:
     """The parameters of ``conninfo``; a clear error if it is no URL or conninfo string."""
     if not isinstance(conninfo, str) or not conninfo.strip():
         raise ConfigurationError("the database URL is empty: set AGENTMEM_DATABASE_URL to a PostgreSQL URL "
-                                 "(postgresql://user:password@host:5432/dbname), or unset it to use the embedded server")
+                                 "(postgresql://user:password@host:5432/dbname), or unset it to use the embedded "
+                                 "server")
     try:
         params = psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError:

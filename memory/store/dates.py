@@ -14,7 +14,7 @@ and filtering happen in SQL on the real value. Anything else the base loader ref
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 import psycopg
@@ -22,8 +22,8 @@ from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import Loader
 from psycopg.pq import Format
 
-LATEST = datetime(9999, 12, 31, tzinfo=timezone.utc)
-EARLIEST = datetime(1, 1, 2, tzinfo=timezone.utc)
+LATEST = datetime(9999, 12, 31, tzinfo=UTC)
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 
 
 def _is_early_text(data: Buffer) -> bool | None:

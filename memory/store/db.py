@@ -23,7 +23,8 @@ import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -48,7 +49,7 @@ class Database:
     pool: ConnectionPool
     embedded: bool = False
     applied: list[str] = field(default_factory=list)
-    health: "_PoolHealth | None" = None
+    health: _PoolHealth | None = None
 
     def connection(self, user_id: str | None = None) -> Any:
         """``with db.connection() as conn:`` is one transaction.
@@ -63,7 +64,7 @@ class Database:
     def close(self) -> None:
         self.pool.close()
 
-    def __enter__(self) -> "Database":
+    def __enter__(self) -> Database:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -79,7 +80,7 @@ class _PoolHealth:
 
     def __init__(self) -> None:
         self.lost_at = 0.0
-        self.good_at: "weakref.WeakKeyDictionary[psycopg.Connection, float]" = weakref.WeakKeyDictionary()
+        self.good_at: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
 
     def configured(self, conn: psycopg.Connection) -> None:
         self.good_at[conn] = time.monotonic()
@@ -113,7 +114,7 @@ def user_scope(user_id: str) -> sql.Composed:
     return sql.SQL("SET LOCAL agentmem.user_id = {}").format(sql.Literal(user_id))
 
 
-def translate(exc: BaseException, user_id: str | None, used: Any, health: "_PoolHealth | None") -> BaseException | None:
+def translate(exc: BaseException, user_id: str | None, used: Any, health: _PoolHealth | None) -> BaseException | None:
     """The agentmem error a transaction's driver or pool error means (None: re-raise it as it is).
 
     Shared by the sync transaction below and the async one of ``memory.aio``."""
@@ -138,7 +139,7 @@ def translate(exc: BaseException, user_id: str | None, used: Any, health: "_Pool
 
 @contextmanager
 def _transaction(pool: ConnectionPool, user_id: str | None,
-                 health: "_PoolHealth | None") -> Iterator[psycopg.Connection]:
+                 health: _PoolHealth | None) -> Iterator[psycopg.Connection]:
     used: psycopg.Connection | None = None
     try:
         with pool.connection() as conn:

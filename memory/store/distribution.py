@@ -165,7 +165,7 @@ def check_schema(conn: psycopg.Connection, schema: str) -> list[Violation]:
             continue
         cuser = tables[child][1]
         if parent in per_user:
-            pairs = dict(zip(ckeys, pkeys))
+            pairs = dict(zip(ckeys, pkeys, strict=False))
             if pairs.get(cuser) != tables[parent][1]:
                 found.append(Violation("foreign_key_not_colocated", cname,
                                        f"{name} references {pname} without pairing user_id with user_id"))

@@ -170,9 +170,7 @@ def create_app_role(conninfo: str, role: str, password: str, *, schema: str = "a
             for table, kind in kinds.items():
                 qualified = sql.Identifier(schema, table)
                 conn.execute(sql.SQL("REVOKE ALL ON {} FROM {}").format(qualified, ident))
-                if kind == USER:
-                    rights = "SELECT, INSERT, UPDATE, DELETE"
-                elif kind == SHARED and table == TOOL_TABLE and tool_registrar:
+                if kind == USER or kind == SHARED and table == TOOL_TABLE and tool_registrar:
                     rights = "SELECT, INSERT, UPDATE, DELETE"
                 else:
                     rights = "SELECT"

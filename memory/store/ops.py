@@ -26,9 +26,10 @@ transaction with a rollback (and the database's errors are translated exactly as
 from __future__ import annotations
 
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Literal, TypeVar
+from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Generator
 
 from psycopg.rows import class_row, dict_row
 
@@ -149,10 +150,8 @@ def _end(tx: ExitStack, rollback: bool) -> None:
         raise _Rollback
     except _Rollback:
         exc_info = sys.exc_info()
-    try:
+    with suppress(_Rollback):
         tx.__exit__(*exc_info)
-    except _Rollback:
-        pass
 
 
 def run_on(conn: Any, op: Op[T]) -> T:

@@ -16,6 +16,7 @@ text instead of crashing a summary or a context.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -28,10 +29,8 @@ def call_parts(call: dict[str, Any]) -> tuple[str | None, str, Any]:
     if isinstance(fn, dict):
         args = fn.get("arguments", {})
         if isinstance(args, str):
-            try:
+            with contextlib.suppress(ValueError):
                 args = json.loads(args) if args.strip() else {}
-            except ValueError:
-                pass
         return call.get("id"), str(fn.get("name")), args
     return call.get("id"), str(call.get("name")), call.get("args", {})
 

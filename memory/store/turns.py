@@ -6,7 +6,7 @@ between a summary and the working set; both read turns from here.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from memory.store.rows import Message
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Sequence
 
 import numpy as np
 from psycopg import sql
-from psycopg.rows import class_row, dict_row
+from psycopg.rows import class_row
 
 from memory.store.db import Database
 from memory.store.ops import Call, Op, Sql, run

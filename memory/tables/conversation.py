@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 from psycopg import sql
 from psycopg.rows import dict_row
@@ -127,7 +128,7 @@ class Conversations(Table):
             idx = [i for i, m in enumerate(checked) if m.content.strip()]
             embedded = yield Call(self._embed, ([embedding_text(checked[i].role, checked[i].content, checked[i].name)
                                                  for i in idx],))
-            for i, vec in zip(idx, embedded):
+            for i, vec in zip(idx, embedded, strict=False):
                 vectors[i] = vec
         rows = [
             dict(user_id=uid, thread_id=tid, role=m.role, content=m.content, tool_call_id=m.tool_call_id,

@@ -49,43 +49,47 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Sequence
+from collections.abc import Sequence
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot",
                         "without", "longer", "nope"})
 #: Words that carry a negative polarity of their own ("is unavailable", "dislikes").
-_NEGATIVE = frozenset("unavailable unable unwilling dislike dislikes hate hates refuse refuses avoid avoids".split())
+_NEGATIVE = frozenset(["unavailable", "unable", "unwilling", "dislike", "dislikes", "hate", "hates", "refuse",
+                       "refuses", "avoid", "avoids"])
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])}
 _NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "thousand": "1000",
                       "once": "1", "twice": "2", "dozen": "12", "half": "0.5"})
-_STOPWORDS = frozenset("a an the is are was were be been being am do does did has have had of in on at to for "
-                       "from by with and or as that this these those it its their they them he she his her "
-                       "user user's users i me my we our you your".split())
+_STOPWORDS = frozenset(["a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did",
+                        "has", "have", "had", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or",
+                        "as", "that", "this", "these", "those", "it", "its", "their", "they", "them", "he", "she",
+                        "his", "her", "user", "user's", "users", "i", "me", "my", "we", "our", "you", "your"])
 #: Words that only add to what is known: a new fact with one of these is never a change.
-_ADDITION = frozenset("also too another additionally besides second".split())
+_ADDITION = frozenset(["also", "too", "another", "additionally", "besides", "second"])
 _ADDITION_PHRASES = ("as well", "in addition")
 #: Words that say an old state ended or changed.
-_CHANGE = frozenset("now switched switch changed moved migrated upgraded downgraded stopped quit cancelled "
-                    "canceled sold replaced instead anymore left became becomes".split())
+_CHANGE = frozenset(["now", "switched", "switch", "changed", "moved", "migrated", "upgraded", "downgraded", "stopped",
+                     "quit", "cancelled", "canceled", "sold", "replaced", "instead", "anymore", "left", "became",
+                     "becomes"])
 _CHANGE_PHRASES = ("any more", "gave up", "given up", "no longer", "used to", "from now on", "these days")
 #: Attribute nouns whose value follows "is": one value at a time.
 _ATTRIBUTES = frozenset(
-    "name favourite favorite favourit favorit number phone email address birthday age timezone zone manager "
-    "boss wife husband partner spouse editor laptop database deadline budget bank salary title role job "
-    "native tongue height weight capital employer landlord doctor dentist owner password username handle "
-    "model version colour color size shoe blood type".split())
+    ["name", "favourite", "favorite", "favourit", "favorit", "number", "phone", "email", "address", "birthday", "age",
+     "timezone", "zone", "manager", "boss", "wife", "husband", "partner", "spouse", "editor", "laptop", "database",
+     "deadline", "budget", "bank", "salary", "title", "role", "job", "native", "tongue", "height", "weight", "capital",
+     "employer", "landlord", "doctor", "dentist", "owner", "password", "username", "handle", "model", "version",
+     "colour", "color", "size", "shoe", "blood", "type"])
 #: Relations with one value at a time, as (verb stem, the word after it).
 _SINGLE_RELATIONS = frozenset({("live", "in"), ("lives", "in"), ("based", "in"), ("work", "at"), ("works", "at"),
                                ("work", "for"), ("works", "for"), ("work", "as"), ("works", "as"),
                                ("married", "to"), ("born", "in"), ("born", "on"), ("reside", "in"),
                                ("resides", "in"), ("employed", "by")})
 #: Verbs that choose one option ("likes" does not: one can like many things).
-_PREFERENCE_VERBS = frozenset("prefer prefers want wants".split())
+_PREFERENCE_VERBS = frozenset(["prefer", "prefers", "want", "wants"])
 #: Words after which an attribute's value follows.
-_COPULAS = frozenset("is are was were called named".split())
+_COPULAS = frozenset(["is", "are", "was", "were", "called", "named"])
 #: Pairs of opposite words (either order).
 _OPPOSITES = frozenset(frozenset(p) for p in (
     ("like", "dislike"), ("likes", "dislikes"), ("like", "hate"), ("likes", "hates"), ("love", "hate"),
@@ -231,7 +235,7 @@ def _one_slot(new: str, old: str) -> str | None:
         return f"another number in the same words ({' '.join(slot_old)} / {' '.join(slot_new)})"
     both_values = bool(values(new) - values(old)) and bool(values(old) - values(new))
     before = a[:i1]
-    pairs = set(zip(frame, frame[1:])) | ({(before[-2], before[-1])} if len(before) >= 2 else set())
+    pairs = set(zip(frame, frame[1:], strict=False)) | ({(before[-2], before[-1])} if len(before) >= 2 else set())
     if both_values and pairs & _SINGLE_RELATIONS:
         return "a single-valued relation with another value"
     possessed = set(frame) & _possessed(old) & _possessed(new)

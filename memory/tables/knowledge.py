@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -39,7 +40,7 @@ class Knowledge(Table):
                              content_hash=hashlib.sha256(content.encode()).hexdigest()))
         if not rows:
             return []
-        for row, vec in zip(rows, self._embed([r["content"] for r in rows])):
+        for row, vec in zip(rows, self._embed([r["content"] for r in rows]), strict=True):
             row["embedding"] = vec
         stmt = sql.SQL(
             "INSERT INTO knowledge_memory (user_id, content, source, metadata, content_hash, embedding)"

@@ -28,7 +28,8 @@ to clear.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, LiteralString, Sequence
+from typing import Any, LiteralString
+from collections.abc import Sequence
 
 import psycopg
 from psycopg import sql
@@ -124,7 +125,7 @@ def purge_expired(db: Database, settings: Settings, *, now: datetime | None = No
                 sql.SQL(" AND NOT EXISTS (SELECT 1 FROM {child} r WHERE {match})").format(
                     child=sql.Identifier(child), match=sql.SQL(" AND ").join(
                         sql.SQL("r.{} = t.{}").format(sql.Identifier(c), sql.Identifier(p))
-                        for c, p in zip(ccols, pcols)))
+                        for c, p in zip(ccols, pcols, strict=False)))
                 for child, parent, deltype, ccols, pcols, _ in fks
                 if parent == table and deltype != "c"
             ]

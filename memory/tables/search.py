@@ -54,12 +54,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from datetime import datetime, UTC
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
 
 from memory.retrieval.fusion import fuse_rankings
 from memory.retrieval.hits import Hit
@@ -69,7 +69,7 @@ from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
 from memory.retrieval.speakers import speakers_in
 from memory.retrieval.time_phrases import TimeRange, parse_time_range
-from memory.store.validation import check_number, check_positive_int, check_text
+from memory.store.validation import check_number, check_positive_int
 
 KINDS = ("messages", "summaries", "facts")
 METHODS = ("hybrid", "vector", "keyword")
@@ -559,14 +559,14 @@ class MemorySearch(Table):
                        nw=w.neighbour_weight, min_terms=w.min_terms, q=text, max_terms=s.search_max_terms,
                        cap=s.search_term_candidates, sample=s.search_sample_rows, switch=s.search_exact_max_rows,
                        filtered=tid is not None or lo is not None or hi is not None)
-                  for (_, text, lo, hi, _, _), qvec in zip(plans, vectors)]
+                  for (_, text, lo, hi, _, _), qvec in zip(plans, vectors, strict=False)]
         rows = yield from self._search_rows_op(stmt, params)
         if rows[0] and rows[0][-1]["kind"] == "pending":
             # Messages written with embed=False: embed them, then search again.
             yield Call(self.embed_pending_messages, kwargs={"user_id": uid})
             rows = yield from self._search_rows_op(stmt, params)
         return [[_candidate(row, span) for row in found if row["kind"] != "pending"]
-                for (span, *_), found in zip(plans, rows)]
+                for (span, *_), found in zip(plans, rows, strict=False)]
 
     def _search_rows_op(self, stmt: sql.SQL, params: Sequence[dict[str, Any]]) -> Op[list[list[dict[str, Any]]]]:
         """Every query's rows, in one transaction (its search settings first)."""
@@ -613,7 +613,7 @@ class MemorySearch(Table):
                     vectors = self._embed([embedding_text(role, content, name) for _, _, role, content, name in rows])
                     with conn.cursor() as cur:
                         cur.executemany("UPDATE conversational_memory SET embedding = %s WHERE user_id = %s AND id = %s",
-                                        [(vec, ruid, rid) for (ruid, rid, _, _, _), vec in zip(rows, vectors)])
+                                        [(vec, ruid, rid) for (ruid, rid, _, _, _), vec in zip(rows, vectors, strict=False)])
             except (AccessDeniedError, psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
                 # A role with only SELECT (or a read-only replica) may not fill embeddings in:
                 # it reads what is there, and stops asking.
@@ -637,7 +637,7 @@ def _check_scope(scope: str | Iterable[str] | None) -> tuple[str, ...]:
 
 def _aware(value: datetime | None) -> datetime | None:
     if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
+        return value.replace(tzinfo=UTC)
     return value
 
 

@@ -19,8 +19,8 @@ from memory.tables.base import Table, select_list
 from memory.errors import NotFoundError
 from memory.retrieval.hits import Hit
 from memory.store.rows import Summary
-from memory.store.validation import (check_count, check_datetime, check_object, check_optional_count, check_positive_int,
-                         check_text, check_uuid)
+from memory.store.validation import (check_count, check_datetime, check_object, check_optional_count,
+                                     check_positive_int, check_text, check_uuid)
 
 _INSERT = sql.SQL(
     "INSERT INTO summary_memory (summary_id, user_id, thread_id, description, content, source_count,"

@@ -11,8 +11,8 @@ from psycopg.types.json import Jsonb
 from memory.tables.base import Table, select_list
 from memory.errors import NotFoundError
 from memory.store.rows import ToolLogEntry
-from memory.store.validation import (check_choice, check_duration_ms, check_object, check_optional_text, check_positive_int,
-                         check_text)
+from memory.store.validation import (check_choice, check_duration_ms, check_object, check_optional_text,
+                                     check_positive_int, check_text)
 
 
 class ToolLog(Table):
@@ -37,8 +37,8 @@ class ToolLog(Table):
             " duration_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {cols}"
         ).format(cols=select_list(ToolLogEntry))
         with self.db.connection(uid) as conn, conn.cursor(row_factory=class_row(ToolLogEntry)) as cur:
-            row = cur.execute(stmt, (uid, tid, tool_call_id, tool_name, Jsonb(args if args is not None else {}), output, status, error,
-                                     duration_ms)).fetchone()
+            row = cur.execute(stmt, (uid, tid, tool_call_id, tool_name, Jsonb(args if args is not None else {}), output,
+                                     status, error, duration_ms)).fetchone()
         assert row is not None
         return row
 

@@ -13,7 +13,8 @@ Reads return the user's workflows and the shared ones together (``user_id`` None
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import psycopg
 from psycopg import sql
