@@ -17,7 +17,6 @@ server), applies migrations and checks the embedding dimension.
 from __future__ import annotations
 
 import uuid
-import warnings
 from datetime import datetime
 from typing import Any, overload
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,10 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from memory.consolidation.monitor import ContextStatus, ContextUsage
 from memory.consolidation.summarizer import Summarizer
 from memory.consolidation.writeback import Consolidation, ConsolidationResult, ExpandedSummary, Offload
-from memory.errors import ConfigurationError, EmbeddingError
 from memory.retrieval.hits import Hit
-from memory.retrieval.embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
-from memory.retrieval.onnx_minilm import OnnxMiniLMEmbedder
+from memory.retrieval.choice import embedder_from_settings
+from memory.retrieval.embeddings import Embedder, EmbeddingService
 from memory.scoped import UserMemory
 from memory.settings import Settings
 from memory.store.db import Database, connect
@@ -47,32 +45,8 @@ from memory.tables.workflows import Workflows
 
 
 def embedder_from_env(settings: Settings | None = None) -> Embedder:
-    """The packaged MiniLM model, unless ``AGENTMEM_EMBEDDER=hash`` (TEST ONLY).
-
-    MiniLM runs on ``settings.embedding_backend``: "onnx" (default; int8, exported into
-    ``settings.model_cache_dir`` on first use) or "torch". When ONNX Runtime cannot be
-    used (not installed, export failed) it falls back to torch with a warning: the two
-    backends may share a schema (``memory.retrieval.embeddings.SHARED_VECTOR_SPACE``).
-
-    The hash embedder is a deterministic fake with no notion of meaning; it lets the
-    CLI and notebook tests run fast in a subprocess. Never use it for real memory:
-    vectors of different embedders must not share a schema.
-    """
-    import os
-
-    settings = settings or Settings.from_env()
-    choice = os.environ.get("AGENTMEM_EMBEDDER", "minilm").strip().lower()
-    if choice == "hash":
-        return HashEmbedder()
-    if choice not in ("", "minilm"):
-        raise ConfigurationError(f"AGENTMEM_EMBEDDER={choice!r}: use 'minilm' (default) or 'hash' (tests only)")
-    if settings.embedding_backend == "onnx":
-        try:
-            return OnnxMiniLMEmbedder(settings.model_cache_dir, threads=settings.embedding_threads)
-        except EmbeddingError as exc:
-            warnings.warn(f"agentmem: the ONNX embedding backend is unavailable ({exc}); using torch",
-                          RuntimeWarning, stacklevel=2)
-    return MiniLMEmbedder(threads=settings.embedding_threads)
+    """The embedder ``settings`` choose (see :func:`memory.retrieval.choice.embedder_from_settings`)."""
+    return embedder_from_settings(settings or Settings.from_env())
 
 
 class MemoryManager:

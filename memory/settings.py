@@ -18,6 +18,17 @@ so a field added later is checked the same way. A bad value is one line of
 :class:`~memory.errors.ConfigurationError` naming the variable, the value and what is
 allowed. An ``AGENTMEM_*`` variable that is no setting is ignored with a
 :class:`~memory.errors.ConfigurationWarning` naming the closest valid one.
+
+This module is the one place agentmem reads the process environment (the LLM and
+embedder settings included): :meth:`Settings.from_env` is called once at a front door
+(``MemoryManager.open``, ``chat_model_from_env``, the CLI) and the object is passed
+down; nothing deeper reads ``os.environ`` (``tests/test_settings_env.py`` checks).
+The exceptions, each read by a library on its own terms: the CLI options ``--user``
+and ``--password`` default to ``AGENTMEM_USER`` (also the ``user`` setting) and
+``AGENTMEM_APP_PASSWORD`` through click's ``envvar``; ``memory.store.conninfo`` leaves ``PGCONNECT_TIMEOUT`` to libpq;
+``memory.cli.output`` leaves ``COLUMNS`` to rich. agentmem never changes the
+environment: the embedded server's runtime directory (``runtime_dir``) is handed to
+pgserver, and MiniLM is loaded with ``local_files_only`` instead of ``HF_HUB_OFFLINE``.
 """
 
 from __future__ import annotations
@@ -53,15 +64,18 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
 RETENTION_TABLES = ("conversational_memory", "summary_memory", "workflow_memory", "fact_memory",
                     "knowledge_memory", "entity_memory", "tool_log")
 
-#: ``AGENTMEM_*`` variables read outside :class:`Settings` (not misspellings).
-OTHER_VARIABLES = frozenset({
-    "AGENTMEM_USER", "AGENTMEM_EMBEDDER", "AGENTMEM_APP_PASSWORD", "AGENTMEM_BENCH_DIR", "AGENTMEM_SQL_DIR",
-    "AGENTMEM_LLAMA_PYTHON",
-})
+#: ``AGENTMEM_*`` variables that are no field of :class:`Settings` (not misspellings): the
+#: CLI's ``--password`` default (read by click) and the tests' llama.cpp venv.
+OTHER_VARIABLES = frozenset({"AGENTMEM_APP_PASSWORD", "AGENTMEM_LLAMA_PYTHON"})
 
 #: Environment variables read as a second choice for a field.
 _ALIASES = {"database_url": ("DATABASE_URL",), "llm_base_url": ("OPENAI_BASE_URL",),
             "llm_api_key": ("OPENAI_API_KEY",)}
+
+
+def choices(*allowed: str) -> dict[str, Any]:
+    """Field metadata: the values a text setting may take (compared in lower case from the environment)."""
+    return {"choices": allowed}
 
 
 def bounds(ge: float | None = None, *, gt: float | None = None, le: float | None = None,
@@ -98,10 +112,28 @@ def default_cache_dir() -> Path:
     return Path(base) / "agentmem"
 
 
+def default_runtime_dir() -> Path:
+    """Per-user runtime directory (``XDG_RUNTIME_DIR``), else a private one under /tmp.
+
+    The embedded server (pgserver) keeps its lock file and socket there.
+    """
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(base) if base else Path(f"/tmp/agentmem-run-{os.getuid()}")
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str | None = field(default=None, repr=False)
     data_dir: Path = field(default_factory=default_data_dir)
+    # Where the embedded server keeps its lock file and socket (AGENTMEM_RUNTIME_DIR,
+    # default XDG_RUNTIME_DIR, else /tmp/agentmem-run-<uid>); created 0700 if missing.
+    runtime_dir: Path = field(default_factory=default_runtime_dir)
+    # The migration files (AGENTMEM_SQL_DIR; unset: the ones this agentmem ships).
+    sql_dir: Path | None = None
+    # The user a command acts for when it names none (AGENTMEM_USER: the CLI's --user, a stdio MCP server).
+    user: str | None = None
+    # The benchmark scripts `agentmem bench` runs (AGENTMEM_BENCH_DIR; unset: bench/ of the checkout).
+    bench_dir: Path | None = None
     schema: str = "agent_memory"
     pool_min_size: int = 1
     pool_max_size: int = field(default=10, metadata=bounds(1))
@@ -158,11 +190,13 @@ class Settings:
     search_exact_max_rows: int = 2_000
     search_sample_rows: int = 1_000
 
-    # Embeddings. embedding_backend: "onnx" (int8 MiniLM under ONNX Runtime, exported
-    # once into model_cache_dir; falls back to torch when ONNX Runtime is missing) or
-    # "torch" (fp32 sentence-transformers). embedding_threads 0 keeps the runtime's
-    # default (one per core).
-    embedding_backend: str = "onnx"
+    # Embeddings. embedder: "minilm" (the packaged all-MiniLM-L6-v2) or "hash" (a
+    # deterministic fake with no notion of meaning, for tests only). embedding_backend:
+    # "onnx" (int8 MiniLM under ONNX Runtime, exported once into model_cache_dir; falls
+    # back to torch when ONNX Runtime is missing) or "torch" (fp32 sentence-transformers).
+    # embedding_threads 0 keeps the runtime's default (one per core).
+    embedder: str = field(default="minilm", metadata=choices("minilm", "hash"))
+    embedding_backend: str = field(default="onnx", metadata=choices("onnx", "torch"))
     model_cache_dir: Path = field(default_factory=default_cache_dir)
     embedding_threads: int = 0
     embedding_batch_size: int = field(default=64, metadata=bounds(1))
@@ -231,11 +265,6 @@ class Settings:
             raise ConfigurationError(
                 "thresholds must satisfy 0 < warning < critical <= hard_limit <= 1, got "
                 f"{self.warning_threshold}, {self.critical_threshold}, {self.hard_limit}"
-            )
-        if self.embedding_backend not in ("onnx", "torch"):
-            raise ConfigurationError(
-                f"embedding_backend {self.embedding_backend!r} (AGENTMEM_EMBEDDING_BACKEND): use 'onnx' "
-                "(default) or 'torch'"
             )
         check_schema_name(self.schema)  # it goes into SQL everywhere
         if self.fact_related_similarity > self.fact_duplicate_similarity:
@@ -313,6 +342,8 @@ def _describe(tp: Any, meta: Mapping[str, Any]) -> str:
                 + _describe(value_tp, meta))
     names = {int: "an integer", float: "a number", bool: "true or false", str: "text", Path: "a path"}
     text = names.get(tp, getattr(tp, "__name__", str(tp)))
+    if meta.get("choices"):
+        text = "one of " + ", ".join(repr(c) for c in meta["choices"])
     limits = []
     for key, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         if meta.get(key) is not None:
@@ -369,7 +400,8 @@ def _check(name: str, value: Any, tp: Any, meta: Mapping[str, Any]) -> None:
     elif base is Path:
         if not isinstance(value, (str, Path)) or not str(value):
             raise _bad(name, value, tp, meta)
-    elif base is str and (not isinstance(value, str) or "\x00" in value):
+    elif base is str and (not isinstance(value, str) or "\x00" in value
+                          or (meta.get("choices") and value not in meta["choices"])):
         raise _bad(name, value, tp, meta)
 
 
@@ -400,6 +432,8 @@ def _parse(name: str, key: str, raw: str, tp: Any, meta: Mapping[str, Any]) -> A
             value: Any = _parse_dict(name, key, raw, base, meta)
         else:
             value = _parse_scalar(raw, base)
+            if meta.get("choices"):
+                value = value.lower()
     except ValueError:
         raise ConfigurationError(f"{key}={shlex.quote(raw)} is not allowed: {name} must be "
                                  f"{_describe(tp, meta)}") from None

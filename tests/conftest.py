@@ -21,9 +21,7 @@ os.environ.pop("AGENTMEM_DATABASE_URL", None)
 os.environ.pop("DATABASE_URL", None)
 
 from memory import HashEmbedder, MemoryManager, Settings  # noqa: E402
-from memory.store.embedded import ensure_runtime_dir, start_server, stop_server  # noqa: E402
-
-ensure_runtime_dir()
+from memory.store.embedded import start_server, stop_server  # noqa: E402
 
 from fix_llama import llama_url  # noqa: E402,F401  (session fixture: the local llama.cpp server)
 

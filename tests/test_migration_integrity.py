@@ -19,37 +19,36 @@ from memory.errors import MigrationError
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _migrate(uri: str, schema: str) -> list[str]:
-    return migrations.migrate(uri, schema=schema, dimension=384, model_name="test-model")
+def _migrate(uri: str, schema: str, directory: Path | None = None) -> list[str]:
+    return migrations.migrate(uri, schema=schema, dimension=384, model_name="test-model", directory=directory)
 
 
 @pytest.fixture
-def sql_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the migrations that this test may edit, used through AGENTMEM_SQL_DIR."""
+def sql_copy(tmp_path: Path) -> Path:
+    """A copy of the migrations that this test may edit (passed as ``directory`` / setting ``sql_dir``)."""
     copy = tmp_path / "sql"
     shutil.copytree(ROOT / "sql", copy)
-    monkeypatch.setenv("AGENTMEM_SQL_DIR", str(copy))
     return copy
 
 
 def test_changed_applied_migration_is_refused_on_start(pg_uri, fresh_schema, sql_copy, settings):
-    _migrate(pg_uri, fresh_schema)
+    _migrate(pg_uri, fresh_schema, sql_copy)
     edited = sql_copy / "003_facts_isolation.sql"
     edited.write_text(edited.read_text() + "\n-- an edit after release\n")
     with pytest.raises(MigrationError, match=r"003_facts_isolation\.sql was changed after it was applied.*"
                                              r"new numbered migration"):
-        _migrate(pg_uri, fresh_schema)
+        _migrate(pg_uri, fresh_schema, sql_copy)
     with pytest.raises(MigrationError, match="changed after it was applied"):
-        MemoryManager.open(settings.with_(schema=fresh_schema), embedder=HashEmbedder(384))
-    states = {s.version: s.state for s in migrations.status(pg_uri, schema=fresh_schema)}
+        MemoryManager.open(settings.with_(schema=fresh_schema, sql_dir=sql_copy), embedder=HashEmbedder(384))
+    states = {s.version: s.state for s in migrations.status(pg_uri, schema=fresh_schema, directory=sql_copy)}
     assert states[3] == "changed" and states[1] == "applied"
 
 
 def test_line_endings_alone_are_not_a_change(pg_uri, fresh_schema, sql_copy):
-    _migrate(pg_uri, fresh_schema)
+    _migrate(pg_uri, fresh_schema, sql_copy)
     path = sql_copy / "001_core_tables.sql"
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
-    assert _migrate(pg_uri, fresh_schema) == []
+    assert _migrate(pg_uri, fresh_schema, sql_copy) == []
 
 
 class _Run:

@@ -64,15 +64,13 @@ def test_in_the_public_schema_agentmem_leaves_another_apps_table_alone(other_app
     for mig in migrations.discover():
         if mig.version <= 6:
             shutil.copy(mig.path, old / mig.path.name)
-    monkeypatch.setenv("AGENTMEM_SQL_DIR", str(old))
     fake = HashEmbedder()
-    migrations.migrate(other_app_db, schema="public", dimension=fake.dimension, model_name=fake.name)
+    migrations.migrate(other_app_db, schema="public", dimension=fake.dimension, model_name=fake.name, directory=old)
     assert _row_security(other_app_db) == (True, ["agentmem_own_rows"])  # the damage 007 repairs
     with psycopg.connect(other_app_db, autocommit=True) as conn:  # a shared workflow of those days
         conn.execute("INSERT INTO public.workflow_memory (user_id, name, description, embedding)"
                      " VALUES (NULL, 'old', 'shared', array_fill(0.1::real, ARRAY[%s])::public.vector)",
                      (fake.dimension,))
-    monkeypatch.delenv("AGENTMEM_SQL_DIR")
 
     mm = MemoryManager.open(settings.with_(schema="public"), embedder=HashEmbedder(), conninfo=other_app_db)
     try:

@@ -11,10 +11,8 @@ import click
 from memory.errors import NotFoundError
 
 
-def bench_dir() -> Path:
-    import os
-
-    override = os.environ.get("AGENTMEM_BENCH_DIR")
+def bench_dir(override: Path | None = None) -> Path:
+    """``override`` (setting ``bench_dir``, AGENTMEM_BENCH_DIR) or the checkout's ``bench/``."""
     path = Path(override) if override else Path(__file__).resolve().parents[2] / "bench"
     if not path.is_dir():
         raise NotFoundError(f"no benchmark directory at {path} (benchmarks ship with the source checkout)")

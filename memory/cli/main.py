@@ -36,6 +36,7 @@ import click
 from memory.cli.bench import bench_dir, bench_scripts, pump
 from memory.cli.output import STATUS_STYLE, console, emit_json, jsonable, one_line, short, spinner, styled, table, when
 from memory.errors import AgentMemError, InvalidInputError, NotFoundError
+from memory.settings import Settings
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -84,43 +85,49 @@ class LazyMiniLM:
     name = "all-MiniLM-L6-v2"
     dimension = 384
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings) -> None:
         import importlib.util
 
-        from memory.settings import Settings
-
-        self._settings = Settings.from_env()
+        self._settings = settings
         onnx = self._settings.embedding_backend == "onnx" and importlib.util.find_spec("onnxruntime") is not None
         self.backend = "onnx-int8" if onnx else "torch-fp32"
         self._model: Any = None
 
     def embed(self, texts: Sequence[str]) -> Any:
         if self._model is None:
-            from memory.manager import embedder_from_env
+            from memory.retrieval.choice import embedder_from_settings
 
             with spinner("loading the embedding model"):
-                self._model = embedder_from_env(self._settings)
+                self._model = embedder_from_settings(self._settings)
             self.backend = self._model.backend
         return self._model.embed(texts)
 
 
-def cli_embedder() -> Any:
-    """What ``MemoryManager.open`` would use (``AGENTMEM_EMBEDDER``), with MiniLM loaded lazily."""
-    import os
+def cli_settings() -> Settings:
+    """The settings of this command, read from the environment once (per invocation) and passed down."""
+    meta = click.get_current_context().meta
+    if "agentmem.settings" not in meta:
+        meta["agentmem.settings"] = Settings.from_env()
+    settings: Settings = meta["agentmem.settings"]
+    return settings
 
-    from memory.manager import embedder_from_env
 
-    if os.environ.get("AGENTMEM_EMBEDDER", "minilm").strip().lower() in ("", "minilm"):
-        return LazyMiniLM()
-    return embedder_from_env()
+def cli_embedder(settings: Settings) -> Any:
+    """What ``MemoryManager.open`` would use (setting ``embedder``), with MiniLM loaded lazily."""
+    from memory.retrieval.choice import embedder_from_settings
+
+    if settings.embedder == "minilm":
+        return LazyMiniLM(settings)
+    return embedder_from_settings(settings)
 
 
 def open_manager(**kwargs: Any) -> Any:
     from memory.manager import MemoryManager
 
-    kwargs.setdefault("embedder", cli_embedder())
+    settings = cli_settings()
+    kwargs.setdefault("embedder", cli_embedder(settings))
     with spinner("opening agentmem (database and schema)"):
-        return MemoryManager.open(**kwargs)
+        return MemoryManager.open(settings, **kwargs)
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (only) on stdout.")
@@ -172,11 +179,11 @@ def init(show_status: bool, as_json: bool) -> None:
 def _migration_status(as_json: bool) -> None:
     from memory.store.db import resolve_conninfo
     from memory.store.migrations import status as migration_status
-    from memory.settings import Settings
 
-    settings = Settings.from_env()
+    settings = cli_settings()
     conninfo, _ = resolve_conninfo(settings)
-    states = migration_status(conninfo, schema=settings.schema, connect_timeout=settings.connect_timeout)
+    states = migration_status(conninfo, schema=settings.schema, connect_timeout=settings.connect_timeout,
+                              directory=settings.sql_dir)
     if as_json:
         emit_json([{"version": s.version, "name": s.name, "state": s.state,
                     "applied_at": s.applied_at.isoformat() if s.applied_at else None} for s in states])
@@ -213,7 +220,7 @@ def chat(user: str, thread: str, max_iterations: int) -> None:
     from memory.agent.loop import MemoryAgent
     from memory.llm.chat import chat_model_from_env
 
-    model = chat_model_from_env()
+    model = chat_model_from_env(cli_settings())
     if model is None:
         fail("no chat model is configured: set AGENTMEM_LLM_MODEL (and AGENTMEM_LLM_BASE_URL for an "
              "OpenAI-compatible server such as Ollama, vLLM or llama.cpp; AGENTMEM_LLM_API_KEY if it needs one). "
@@ -332,7 +339,7 @@ def consolidate(threads: tuple[str, ...], user: str, all_threads: bool, keep_rec
 
     if not threads and not all_threads:
         raise click.UsageError("name at least one THREAD, or use --all-threads")
-    model = chat_model_from_env()
+    model = chat_model_from_env(cli_settings())
     results = []
     with open_manager() as mm:
         names = list(threads)
@@ -667,7 +674,7 @@ def ui(host: str, port: int, allow_writes: bool) -> None:
 @handle_errors
 def bench(name: str | None, args: tuple[str, ...], as_json: bool) -> None:
     """List the benchmarks in bench/, or run NAME with ARGS passed on (e.g. bench recall --help)."""
-    directory = bench_dir()
+    directory = bench_dir(cli_settings().bench_dir)
     scripts = bench_scripts(directory)
     if name is None:
         if as_json:

@@ -106,8 +106,6 @@ def _version() -> str:
 def serve(*, user: str | None = None, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
           namespace: str = "default", settings: Any | None = None) -> None:
     """What ``agentmem mcp`` runs: stdio for ``user`` (default ``$AGENTMEM_USER``, else ``default``), or HTTP."""
-    import os
-
     from memory.errors import ConfigurationError, InvalidInputError
     from memory.mcp.auth import stdio_identity, token_identity
     from memory.settings import Settings
@@ -126,5 +124,5 @@ def serve(*, user: str | None = None, http: bool = False, host: str = "127.0.0.1
             raise ConfigurationError(f"cannot serve on {host}:{port} ({exc.strerror or exc}): choose another "
                                      "--port or --host") from exc
         return
-    identity = stdio_identity(user or os.environ.get("AGENTMEM_USER") or "default")
+    identity = stdio_identity(user or settings.user or "default")
     run_stdio(Service(settings, identity, namespace=namespace))

