@@ -9,10 +9,10 @@ from memory.store.db import Database, connect
 from memory.retrieval.embeddings import Embedder, EmbeddingService, HashEmbedder, MiniLMEmbedder
 from memory.retrieval.hits import Hit
 from memory.errors import (AccessDeniedError, AgentMemError, ConfigurationError, ConfigurationWarning,
-                           DatabaseUnavailableError, DimensionMismatchError, EmbeddingError,
+                           DatabaseError, DatabaseUnavailableError, DimensionMismatchError, EmbeddingError,
                            EmbeddingModelMismatchError, FactCategoryError, FactRejectedError, FactTooLongError,
-                           InvalidInputError, LLMError, MigrationError, NotFoundError, TooManyFactsError,
-                           VectorExtensionMissingError)
+                           InvalidInputError, LLMError, MigrationError, NotFoundError, QueryTimeoutError,
+                           TooManyFactsError, VectorExtensionMissingError)
 from memory.agent.fact_tools import ToolError, fact_tools, register_fact_tools
 from memory.tables.facts import Remembered
 from memory.store.isolation import AppRole, create_app_role
@@ -52,7 +52,7 @@ __all__ = [
     # errors
     "AgentMemError", "AccessDeniedError", "ConfigurationError", "ConfigurationWarning", "DatabaseUnavailableError",
     "DimensionMismatchError", "EmbeddingError", "EmbeddingModelMismatchError", "FactCategoryError", "FactRejectedError",
-    "FactTooLongError",
+    "FactTooLongError", "DatabaseError", "QueryTimeoutError",
     "InvalidInputError", "LLMError", "MigrationError", "NotFoundError", "TooManyFactsError",
     "VectorExtensionMissingError",
 ]

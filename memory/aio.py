@@ -112,8 +112,7 @@ class AsyncDatabase:
                 if user_id is not None:
                     await conn.execute(user_scope(user_id))
                 yield conn
-        except (PoolTimeout, psycopg.errors.InsufficientPrivilege, psycopg.OperationalError,
-                psycopg.InterfaceError) as exc:
+        except (PoolTimeout, psycopg.Error) as exc:  # mapped as the sync transaction maps them
             mapped = translate(exc, user_id, used, self.health)
             if mapped is None:
                 raise

@@ -1,8 +1,11 @@
 """The errors agentmem raises. Each class's docstring is its message's gist.
 
-Everything agentmem raises on purpose derives from :class:`AgentMemError`, so a
-caller can catch one type. Driver errors (``psycopg.Error``) that mean something to
-the user are translated into these at the boundary where the meaning is known.
+Everything agentmem raises derives from :class:`AgentMemError`, so a caller can catch
+one type. Driver errors never leave the public API: ``psycopg`` errors are translated in
+one place, the transaction helper ``memory.store.db.Database.connection`` (and the
+migration runner's connection), into :class:`DatabaseError` and its subclasses, with
+the driver's error kept as ``__cause__``. Errors that mean more where they happen (a
+refused grant, a missing extension) are translated there first.
 """
 
 from __future__ import annotations
@@ -16,8 +19,16 @@ class ConfigurationError(AgentMemError):
     """A setting is missing or has a value agentmem cannot use."""
 
 
-class DatabaseUnavailableError(AgentMemError):
+class DatabaseError(AgentMemError):
+    """PostgreSQL refused or failed a statement; its transaction was rolled back (the driver error is the cause)."""
+
+
+class DatabaseUnavailableError(DatabaseError):
     """The PostgreSQL server could not be reached."""
+
+
+class QueryTimeoutError(DatabaseError):
+    """PostgreSQL cancelled a statement that ran past ``statement_timeout`` or waited past ``lock_timeout``."""
 
 
 class VectorExtensionMissingError(AgentMemError):

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from memory import ConfigurationError, HashEmbedder, MemoryManager
+from memory import ConfigurationError, DatabaseError, HashEmbedder, MemoryManager
 from memory.store.isolation import user_tables
 from memory.tables.retention import referencing_first, rows_of_user
 from memory_data import populate
@@ -73,8 +73,9 @@ def test_forget_user_is_one_transaction(own_mm, own_sql, thread):
     own_sql.execute(
         "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$")
     own_sql.execute("CREATE TRIGGER refuse BEFORE DELETE ON summary_memory FOR EACH ROW EXECUTE FUNCTION refuse()")
-    with pytest.raises(psycopg.errors.RaiseException):
+    with pytest.raises(DatabaseError, match="refused a statement") as err:  # the driver error wrapped, its cause kept
         own_mm.forget_user(user_id="erin")
+    assert isinstance(err.value.__cause__, psycopg.errors.RaiseException)
     assert rows_of_user(own_sql, own_mm.db.schema, user_id="erin") == before  # nothing half-deleted
 
 

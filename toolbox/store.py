@@ -86,7 +86,7 @@ def upsert(db: Database, *, namespace: str, name: str, docstring: str, descripti
         with db.connection() as conn, conn.cursor(row_factory=class_row(ToolRow)) as cur:
             row = _upsert(cur, namespace, name, docstring, description, json_schema, queries, search_text,
                           content_hash, augmented, embedding, category)
-    except psycopg.errors.InsufficientPrivilege as exc:
+    except (psycopg.errors.InsufficientPrivilege, AccessDeniedError) as exc:
         user = psycopg.conninfo.conninfo_to_dict(db.conninfo).get("user") or "this role"
         raise AccessDeniedError(
             f"role {user!r} may not register or change tool {namespace}/{name}: tools feed every user's prompt, "

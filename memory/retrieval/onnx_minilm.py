@@ -143,7 +143,13 @@ class OnnxMiniLMEmbedder:
         self.path = cached_model_path(cache_dir, src)
         self.exported = False
         if not self.path.exists():
-            export_int8(src, self.path)
+            try:
+                export_int8(src, self.path)
+            except OSError as exc:
+                raise EmbeddingError(
+                    f"cannot write the ONNX model into {cache_dir} ({exc.strerror or exc}): set "
+                    "AGENTMEM_MODEL_CACHE_DIR to a writable directory (or AGENTMEM_EMBEDDING_BACKEND=torch)"
+                ) from exc
             self.exported = True
         self._tokenizer = Tokenizer.from_file(str(src / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)

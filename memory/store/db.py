@@ -33,7 +33,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory.store import conninfo as _conninfo, embedded, migrations
 from memory.store.dates import register_clamping_loaders
-from memory.errors import AccessDeniedError, DatabaseUnavailableError
+from memory.errors import DatabaseUnavailableError
+from memory.store.driver_errors import connection_lost as connection_lost, translate as driver_translate
 from memory.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -91,22 +92,6 @@ class _PoolHealth:
             self.good_at[conn] = time.monotonic()
 
 
-#: SQLSTATEs that mean the connection or the server went away (class 08, shutdowns).
-_LOST_STATES = ("57P01", "57P02", "57P03")
-
-
-def connection_lost(exc: BaseException, conn: psycopg.Connection | None = None) -> bool:
-    """Whether ``exc`` says the server or the connection is gone (not a bad statement)."""
-    if isinstance(exc, psycopg.InterfaceError):
-        return True
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = exc.sqlstate
-    if state is None or state.startswith("08") or state in _LOST_STATES:
-        return True
-    return bool(conn is not None and conn.broken)
-
-
 def user_scope(user_id: str) -> sql.Composed:
     """The first statement of a user's transaction (see :meth:`Database.connection`)."""
     # SET LOCAL, not set_config(): Citus forwards SET LOCAL commands to the workers
@@ -117,23 +102,17 @@ def user_scope(user_id: str) -> sql.Composed:
 def translate(exc: BaseException, user_id: str | None, used: Any, health: _PoolHealth | None) -> BaseException | None:
     """The agentmem error a transaction's driver or pool error means (None: re-raise it as it is).
 
-    Shared by the sync transaction below and the async one of ``memory.aio``."""
+    Shared by the sync transaction below and the async one of ``memory.aio``; every
+    ``psycopg.Error`` maps through :func:`memory.store.driver_errors.translate`."""
     if isinstance(exc, PoolTimeout):  # the async pool raises the same class
         return DatabaseUnavailableError(
             f"no database connection available: {exc}. Check that the server is running and reachable; "
             "agentmem reconnects by itself once it is.")
-    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        if user_id is None:
-            return None
-        return AccessDeniedError(f"the database refused this for user {user_id[:60]!r}: {exc}".strip())
-    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
-        if not connection_lost(exc, used):
-            return None
-        if health is not None:
+    if isinstance(exc, psycopg.Error):
+        error = driver_translate(exc, user_id=user_id, conn=used)
+        if isinstance(error, DatabaseUnavailableError) and health is not None:
             health.lost_at = time.monotonic()
-        return DatabaseUnavailableError(
-            f"lost the connection to PostgreSQL: {str(exc).strip() or type(exc).__name__}. The call's transaction "
-            "did not complete; retry it once the server is back (agentmem reconnects by itself).")
+        return error
     return None
 
 
@@ -147,8 +126,7 @@ def _transaction(pool: ConnectionPool, user_id: str | None,
             if user_id is not None:
                 conn.execute(user_scope(user_id))
             yield conn
-    except (PoolTimeout, psycopg.errors.InsufficientPrivilege, psycopg.OperationalError,
-            psycopg.InterfaceError) as exc:
+    except (PoolTimeout, psycopg.Error) as exc:  # the one place driver errors become agentmem errors
         mapped = translate(exc, user_id, used, health)
         if mapped is None:
             raise

@@ -48,6 +48,7 @@ import psycopg
 from psycopg import sql
 
 from memory.store import conninfo as _conninfo
+from memory.store.driver_errors import translate
 from memory.errors import (DimensionMismatchError, EmbeddingModelMismatchError, MigrationError,
                      VectorExtensionMissingError)
 
@@ -296,6 +297,14 @@ def _not_owner(conn: psycopg.Connection, schema: str, exc: psycopg.Error) -> Mig
 def migrate(conninfo: str, *, schema: str, dimension: int, model_name: str, backend: str = "",
             connect_timeout: int = DEFAULT_CONNECT_TIMEOUT, directory: Path | None = None) -> list[str]:
     """Apply pending migrations (the files of ``directory``, see :func:`sql_dir`); return the names applied."""
+    try:
+        return _migrate(conninfo, schema, dimension, model_name, backend, connect_timeout, directory)
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+
+
+def _migrate(conninfo: str, schema: str, dimension: int, model_name: str, backend: str, connect_timeout: int,
+             directory: Path | None) -> list[str]:
     files = discover(sql_dir(directory))
     applied_now: list[str] = []
     conn = _conninfo.connect(conninfo, connect_timeout, autocommit=True)
@@ -360,8 +369,11 @@ def status(conninfo: str, *, schema: str, connect_timeout: int = DEFAULT_CONNECT
            directory: Path | None = None) -> list[MigrationState]:
     """Every migration, applied or pending, in order, read without applying or locking anything."""
     files = discover(sql_dir(directory))
-    with _conninfo.connect(conninfo, connect_timeout, autocommit=True) as conn:
-        recorded = _recorded(conn, schema) or {}
+    try:
+        with _conninfo.connect(conninfo, connect_timeout, autocommit=True) as conn:
+            recorded = _recorded(conn, schema) or {}
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
     states = []
     for mig in files:
         if mig.version not in recorded:
