@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ValidationError
 
 from .models import Tool

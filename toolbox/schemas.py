@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 from .errors import ToolSchemaError
 from .schema import FunctionSpec, check_name, signature_text

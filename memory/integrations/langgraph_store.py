@@ -101,7 +101,7 @@ class AgentMemStore(BaseStore):
         self.index_config = None
         self._fields: list[tuple[str, str | list[str]]] = []
         if index is not None:
-            self.index_config = dict(index)  # type: ignore[assignment]
+            self.index_config = dict(index)
             if index.get("embed") is not None:
                 raise ConfigurationError(
                     "AgentMemStore embeds with agentmem's own model (the one the schema was created with): "
@@ -258,7 +258,7 @@ class AgentMemStore(BaseStore):
         return self._list(conn, r.user, op, args)
 
     def _fetch(self, conn: Any, where: sql.Composable, args: dict[str, Any],
-               score: sql.Composable = _NO_SCORE, tail: sql.Composable = _NO_TAIL) -> list[dict]:
+               score: sql.Composable = _NO_SCORE, tail: sql.Composable = _NO_TAIL) -> list[dict[str, Any]]:
         stmt = sql.SQL(
             "SELECT * FROM (SELECT s.user_id, s.namespace, s.key, s.value, s.created_at, s.updated_at,"
             " s.ttl_minutes, {score} AS score FROM store_memory s WHERE {where} AND {live}) s{tail}"
@@ -327,7 +327,7 @@ class AgentMemStore(BaseStore):
             " ORDER BY ns LIMIT %(limit)s OFFSET %(offset)s").format(sql.SQL(" AND ").join(conds))
         return [tuple(row[0]) for row in conn.execute(stmt, params)]
 
-    def _refresh(self, conn: Any, rows: list[dict], args: dict[str, Any], refresh: bool) -> None:
+    def _refresh(self, conn: Any, rows: list[dict[str, Any]], args: dict[str, Any], refresh: bool) -> None:
         """Start the TTL of what a read returned again (items that have one)."""
         due = [r for r in rows if r["ttl_minutes"] is not None]
         if not refresh or not due:
@@ -398,12 +398,12 @@ class AgentMemStore(BaseStore):
                     [dict(ident, path=path, vec=vec) for path, vec in vectors])
 
 
-def _item(row: dict) -> Item:
+def _item(row: dict[str, Any]) -> Item:
     return Item(value=row["value"], key=row["key"], namespace=tuple(row["namespace"]),
                 created_at=row["created_at"], updated_at=row["updated_at"])
 
 
-def _search_item(row: dict) -> SearchItem:
+def _search_item(row: dict[str, Any]) -> SearchItem:
     return SearchItem(namespace=tuple(row["namespace"]), key=row["key"], value=row["value"],
                       created_at=row["created_at"], updated_at=row["updated_at"],
                       score=None if row["score"] is None else float(row["score"]))

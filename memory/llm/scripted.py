@@ -88,7 +88,7 @@ class ScriptedChatModel(BaseChatModel):
     def model_name(self) -> str:
         return "scripted"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
         schemas = [t if isinstance(t, dict) else getattr(t, "openai_schema", t) for t in tools]
         return self.model_copy(update={"bound_tools": list(schemas)})
 

@@ -73,7 +73,7 @@ def run_http(service: Service, host: str = "127.0.0.1", port: int = 8765) -> Non
     sock.bind((host, port))
     sock.listen(2048)  # connections made once the address is announced wait in the backlog for uvicorn
     bound = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")  # type: ignore[arg-type]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
     _warm_up(service)
     shown = f"[{host}]" if ":" in host else host
     _say(f"serving {len(service.identity.users)} user(s) at http://{shown}:{bound}{HTTP_PATH} (bearer tokens from "

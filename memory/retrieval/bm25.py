@@ -90,7 +90,7 @@ def _stemmer() -> object:
 
 @lru_cache(maxsize=200_000)
 def _stem_cached(stemmer: object, word: str) -> str:
-    return stemmer.stemWord(word) if not word.isdigit() else word  # type: ignore[attr-defined, no-any-return]
+    return stemmer.stemWord(word) if not word.isdigit() else word  # type: ignore[attr-defined]
 
 
 _DEFAULT = Analyzer()

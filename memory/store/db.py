@@ -21,10 +21,10 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -52,7 +52,7 @@ class Database:
     applied: list[str] = field(default_factory=list)
     health: _PoolHealth | None = None
 
-    def connection(self, user_id: str | None = None) -> Any:
+    def connection(self, user_id: str | None = None) -> AbstractContextManager[psycopg.Connection[Any]]:
         """``with db.connection() as conn:`` is one transaction.
 
         With ``user_id`` the transaction first sets ``agentmem.user_id`` locally (it ends
@@ -118,8 +118,8 @@ def translate(exc: BaseException, user_id: str | None, used: Any, health: _PoolH
 
 @contextmanager
 def _transaction(pool: ConnectionPool, user_id: str | None,
-                 health: _PoolHealth | None) -> Iterator[psycopg.Connection]:
-    used: psycopg.Connection | None = None
+                 health: _PoolHealth | None) -> Iterator[psycopg.Connection[Any]]:
+    used: psycopg.Connection[Any] | None = None
     try:
         with pool.connection() as conn:
             used = conn
@@ -150,8 +150,8 @@ def search_path(schema: str, vector_schema: str | None) -> sql.Composed:
     return sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(schema), sql.Identifier(vector_schema or "public"))
 
 
-def _configure(schema: str, health: _PoolHealth | None = None):
-    def configure(conn: psycopg.Connection) -> None:
+def _configure(schema: str, health: _PoolHealth | None = None) -> Callable[[psycopg.Connection[Any]], None]:
+    def configure(conn: psycopg.Connection[Any]) -> None:
         ext = conn.execute(VECTOR_SCHEMA).fetchone()
         # search_path first: register_vector looks the types up by name, and the extension
         # may live in a schema of its own (CREATE EXTENSION vector SCHEMA ext, as on Supabase).

@@ -136,11 +136,12 @@ def _read(db: Database, row: type, view: str, order: str, settings: dict[str, st
     where, params = _filters(**filters)
     stmt = sql.SQL("SELECT * FROM {view}{where} ORDER BY {order}").format(
         view=sql.Identifier(db.schema, view), where=where,
-        order=sql.SQL(", ").join(sql.SQL(o) for o in order.split(", ")))  # type: ignore[arg-type]
+        order=sql.SQL(", ").join(sql.SQL(o) for o in order.split(", ")))
     try:
         with db.connection(filters.get("user_id")) as conn:
             for name, value in (settings or {}).items():
                 conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+            cur: psycopg.Cursor[Any]
             with conn.cursor(row_factory=class_row(row)) as cur:
                 return cur.execute(stmt, params).fetchall()
     except (psycopg.errors.InsufficientPrivilege, AccessDeniedError) as exc:

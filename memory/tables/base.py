@@ -244,7 +244,7 @@ def _hit(row_cls: type[T], row: dict[str, Any]) -> Hit[T]:
 
 def _similar_statement(table: str, row_cls: type, where: sql.Composable,
                        columns: sql.Composable | None = None) -> sql.Composed:
-    return sql.SQL(_SIMILAR).format(  # type: ignore[arg-type]  # a constant; values are bound
+    return sql.SQL(_SIMILAR).format(  # a constant; values are bound
         key=sql.Identifier(key_name(table)), tbl=sql.Identifier(table), where=where,
         cols=columns if columns is not None else select_list(row_cls, "x"))
 

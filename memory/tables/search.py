@@ -398,7 +398,7 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
         selects.append(_FACTS_SELECT)
     if "messages" in kinds:
         selects.append(_PENDING_ROW)
-    return sql.SQL("WITH " + "".join(ctes) + _UNION.join(selects))  # type: ignore[arg-type]  # literal blocks
+    return sql.SQL("WITH " + "".join(ctes) + _UNION.join(selects))  # literal blocks
 
 
 #: The distinct speaker names of one user, by a loose scan of the names index (one
