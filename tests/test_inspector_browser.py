@@ -121,7 +121,8 @@ def test_the_overview_lists_users_and_threads_with_their_counts(seed: Seed, read
     # sortable: by total messages ascending puts support-1 (24) before long (130)
     open_page(browser, read_only, "/?" + q(q=seed.alice, sort="total_messages", dir="asc"))
     threads = [r.text.split()[1] for r in browser.find_elements(By.CSS_SELECTOR, "#threads tr")[1:]]
-    assert threads == ["support-1", "long"]
+    # other tests of this module may add threads of their own to alice: compare the seeded two
+    assert [t for t in threads if t in ("support-1", "long")] == ["support-1", "long"]
 
 
 def test_the_thread_page_draws_summaries_the_working_set_and_tool_results(seed: Seed, read_only: UiServer,
