@@ -152,8 +152,8 @@ def run_tools(args: Any) -> dict[str, Any]:
             start = time.perf_counter()
             hits = tb.retrieve(q, 10)
             lat_tb.append(time.perf_counter() - start)
-            toolbox_rank.append([position[h.name] for h in hits])
-            toolbox_best.append([(position[h.name], h.score) for h in hits])
+            toolbox_rank.append([position[h.item.name] for h in hits])
+            toolbox_best.append([(position[h.item.name], h.score) for h in hits])
         # Baselines over "tool: api - description", same embedder, same run.
         base_texts = [f"{t}: {a}" + (f" - {d}" if (d := (apis[(t, a)].get('api_description') or '').strip())
                                      else "") for t, a in keys]

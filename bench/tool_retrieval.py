@@ -121,7 +121,7 @@ def main() -> None:
             table = []
             for label, tb in (("plain", plain), ("augmented", aug)):
                 for mode in ("vector", "keyword", "hybrid"):
-                    ranked = [[t.name for t in tb.retrieve(q, K_EVAL, mode=mode)] for q in qs]
+                    ranked = [tb.retrieve(q, K_EVAL, mode=mode).names for q in qs]
                     m = metrics(ranked, ys)
                     detail[f"{split}/{label}/{mode}"] = m
                     table.append([label, mode, m["recall@1"], m["recall@5"], m["mrr"]])

@@ -208,8 +208,8 @@ def test_toolbox_aretrieve_ranks_like_retrieve(mm, user):
 
     tb.register_tools([get_weather, send_invoice])
     got = asyncio.run(tb.aretrieve("email the invoice to the customer", k=1))
-    assert [t.name for t in got] == [t.name for t in tb.retrieve("email the invoice to the customer", k=1)]
-    assert got[0].name == "send_invoice"
+    assert got == tb.retrieve("email the invoice to the customer", k=1) and got.names == ["send_invoice"]
+    assert got[0].item.name == "send_invoice"
 
 
 def test_agent_arun_is_the_same_turn(mm, user, thread):

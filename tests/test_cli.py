@@ -312,6 +312,7 @@ def test_tools_list_and_search_read_the_stored_rows(run, cmm: MemoryManager) -> 
         ("get_weather", ["city"]), ("send_invoice", ["amount", "customer_id"])]
     found = ok_json(run("tools", "search", "weather forecast for Paris", "--namespace", ns, "-k", "1", "--json"))
     assert [t["name"] for t in found] == ["get_weather"]
+    assert found[0]["score"] > 0 and set(found[0]["signals"]) == {"vector", "keyword", "group"}
     everything = ok_json(run("tools", "list", "--json"))
     assert {"get_weather", "send_invoice"} <= {t["name"] for t in everything if t["namespace"] == ns}
     assert "send_invoice" in run("tools", "list", "-n", ns).stdout

@@ -230,7 +230,7 @@ def test_tools_are_registered_by_the_owner_or_a_registrar_and_read_by_the_app(pg
     Toolbox(mm, namespace=ns).register_tool(get_weather)  # the owner registers it
     app_tools = Toolbox(app_mm, namespace=ns)
     app_tools.register_tool(get_weather)  # unchanged: reused as stored, no write
-    assert [t.name for t in app_tools.retrieve("weather in Paris", k=1)] == ["get_weather"]
+    assert app_tools.retrieve("weather in Paris", k=1).names == ["get_weather"]
     registrar = create_app_role(pg_uri, "agentmem_registrar_test", "reg-secret", schema=mm.db.schema,
                                 tool_registrar=True)
     assert registrar.tool_registrar

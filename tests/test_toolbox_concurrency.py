@@ -95,7 +95,7 @@ def _register(role: str, settings: Settings, namespace: str, start: Any, done: A
         else:
             tb.register_tools(tools, names=names, augment=True)  # one batch: every row read before any write
         finish.wait(timeout=120)  # both done: retrieve over the final rows
-        found = {q: [t.name for t in tb.retrieve(q, k=1)] for i in range(N_TOOLS) for q in queries(i)}
+        found = {q: tb.retrieve(q, k=1).names for i in range(N_TOOLS) for q in queries(i)}
         queue.put((role, "ok", len(tb), found, {t.name: t.description for t in tb.tools}, tb.llm_calls))
         mm.close()
     except Exception as exc:  # reported to the parent, which fails the test

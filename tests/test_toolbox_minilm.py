@@ -41,7 +41,7 @@ def test_the_catalogue_is_large_varied_and_labelled(catalogue: list[Any]) -> Non
 def test_paraphrased_requests_find_their_tool_among_the_catalogue(plain_box: Toolbox, catalogue: list[Any]) -> None:
     hits5 = hits1 = 0
     for tool in catalogue:
-        names = [t.name for t in plain_box.retrieve(tool.test[0], k=5)]
+        names = plain_box.retrieve(tool.test[0], k=5).names
         hits5 += tool.name in names
         hits1 += names[:1] == [tool.name]
     n = len(catalogue)
@@ -60,7 +60,7 @@ def test_paraphrased_requests_find_their_tool_among_the_catalogue(plain_box: Too
 ])
 def test_near_duplicates_are_told_apart(plain_box: Toolbox, request_text: str, tool: str,
                                         near_duplicate: str) -> None:
-    names = [t.name for t in plain_box.retrieve(request_text, k=10)]
+    names = plain_box.retrieve(request_text, k=10).names
     assert names[0] == tool
     assert near_duplicate in names  # found, but ranked below the right tool
 
@@ -71,7 +71,7 @@ def test_augmented_queries_are_embedded_and_help_retrieval(real_mm: MemoryManage
     tb.register_tools([make_function(t) for t in catalogue], augment=True)
     assert fake.calls == len(catalogue)
     assert all(t.augmented and t.queries == c.aug for t, c in zip(tb.tools, catalogue))
-    hits = sum(c.name in [t.name for t in tb.retrieve(c.test[0], k=5)] for c in catalogue)
+    hits = sum(c.name in tb.retrieve(c.test[0], k=5).names for c in catalogue)
     assert hits / len(catalogue) >= 0.85
     again = Toolbox(real_mm, namespace=tb.namespace, llm=fake)
     before = real_mm.embeddings.texts_embedded

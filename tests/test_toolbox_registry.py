@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import uuid
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from memory import InvalidInputError, MemoryManager
+from memory import Hit, InvalidInputError, MemoryManager
 from toolbox import Tool, Toolbox, ToolNotRegisteredError
 
 
@@ -195,9 +196,9 @@ def test_retrieval_never_returns_a_tool_not_registered_in_this_process(mm: Memor
     mine = Toolbox(mm, namespace=ns)
     mine.register_tool(get_weather)
     for mode in ("hybrid", "vector", "keyword"):
-        names = [t.name for t in mine.retrieve("refund the card payment", k=5, mode=mode)]
+        names = mine.retrieve("refund the card payment", k=5, mode=mode).names
         assert "refund_payment" not in names
-    assert [t.name for t in other.retrieve("refund the card payment", k=5)] == ["refund_payment"]
+    assert other.retrieve("refund the card payment", k=5).names == ["refund_payment"]
     mine.unregister("get_weather")
     assert mine.retrieve("weather in Paris") == []
 
@@ -217,18 +218,24 @@ def test_retrieve_ranks_by_meaning_and_words_and_always_adds_pinned_tools(mm: Me
         return text
     tb.register_tools([send_email, summarize_and_store, translate_text])
     tb.register_tool(get_weather)
+    assert {"score", "signals"}.isdisjoint(f.name for f in dataclasses.fields(Tool))  # a plain row
     top = tb.retrieve("forecasts and weather for Paris", k=1)
-    assert [t.name for t in top] == ["get_weather"]
-    assert isinstance(top[0], Tool) and top[0].score is not None
+    assert top.names == ["get_weather"]
+    assert isinstance(top[0], Hit) and top[0].item is tb.get("get_weather") and top.tools == [top[0].item]
+    assert top[0].score == top.best_score and top[0].score > 0 and top[0].matched_by[0] == "vector"
     kw = tb.retrieve("emails", k=1, mode="keyword")  # stemming: "emails" finds "email"
-    assert [t.name for t in kw] == ["send_email"]
+    assert kw.names == ["send_email"]
     tb.pin("summarize_and_store")
-    names = [t.name for t in tb.retrieve("translate this into French", k=1)]
-    assert names == ["translate_text", "summarize_and_store"]
-    assert "summarize_and_store" in [t.name for t in tb.retrieve("summarize and store", k=1)]
-    assert len(tb.retrieve("summarize and store", k=1)) == 1  # a pinned tool is not repeated
+    offered = tb.retrieve("translate this into French", k=1)
+    assert offered.names == ["translate_text", "summarize_and_store"]
+    # the pinned tool is added after the ranking, said to be pinned, and leaves best_score to the ranked tool
+    assert offered[1].signals == {"pinned": 1.0} and offered[1].score == 0.0
+    assert offered.best_score == offered[0].score and "pinned" not in offered[0].signals
+    ranked_pin = tb.retrieve("summarize and store", k=1)
+    assert ranked_pin.names == ["summarize_and_store"]  # a pinned tool is not repeated
+    assert "pinned" not in ranked_pin[0].signals and ranked_pin[0].score > 0  # it was ranked on its merits
     tb.unpin("summarize_and_store")
-    assert [t.name for t in tb.retrieve("translate this into French", k=1)] == ["translate_text"]
+    assert tb.retrieve("translate this into French", k=1).names == ["translate_text"]
     with pytest.raises(ToolNotRegisteredError):
         tb.pin("no_such_tool")
     with pytest.raises(InvalidInputError):
@@ -243,7 +250,7 @@ def test_openai_schema_binds_to_chat_openai(mm: MemoryManager, ns: str) -> None:
     tb = Toolbox(mm, namespace=ns)
     tb.register_tool(get_weather)
     tools = tb.retrieve("weather", k=3)
-    bound = ChatOpenAI(model="gpt-4o-mini", api_key="unused").bind_tools([t.openai_schema for t in tools])
+    bound = ChatOpenAI(model="gpt-4o-mini", api_key="unused").bind_tools([t.openai_schema for t in tools.tools])
     sent = bound.kwargs["tools"]  # type: ignore[attr-defined]
     assert sent == [tb.get("get_weather").openai_schema]
     assert sent[0]["function"]["parameters"]["properties"]["unit"]["enum"] == ["celsius", "fahrenheit"]

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from memory import MemoryManager
-from toolbox import Toolbox, request_parts
+from toolbox import Retrieved, Toolbox, request_parts
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +42,8 @@ def tb(real_mm: MemoryManager) -> Toolbox:
     return box
 
 
-def names(tools: list) -> list[str]:
-    return [t.name for t in tools]
+def names(hits: Retrieved) -> list[str]:
+    return [h.item.name for h in hits]
 
 
 def test_found_by_a_parameter_name(tb: Toolbox) -> None:
@@ -82,7 +82,7 @@ def test_scores_and_signals_explain_the_order(tb: Toolbox) -> None:
     hits = tb.retrieve("weather forecast for Bergen", k=4)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     top = hits[0]
-    assert top.name == "weather_forecast" and set(top.signals) == {"vector", "keyword", "group"}
+    assert top.item.name == "weather_forecast" and set(top.signals) == {"vector", "keyword", "group"}
     assert top.score == pytest.approx(top.signals["vector"] + 0.5 * top.signals["keyword"]
                                       + 3 * top.signals["group"], abs=1e-4)
 

@@ -36,7 +36,7 @@ def test_openai_schema_keeps_name_description_and_parameters_exactly(tb: Toolbox
     assert stored[:3] == (DESCRIPTION, PARAMS, "Pack & Send")
     assert "Returns the latest   status" in stored[3]  # the whole description is indexed, nothing cut
     # ... and found by words that come after the "Parameters:" heading.
-    assert [t.name for t in tb.retrieve("latest status date", k=1, mode="keyword")] == ["track_parcel"]
+    assert tb.retrieve("latest status date", k=1, mode="keyword").names == ["track_parcel"]
 
 
 def test_mcp_listing_dict_and_sdk_object(tb: Toolbox) -> None:

@@ -17,6 +17,7 @@ from datetime import datetime
 from psycopg.rows import class_row
 
 from memory import MemoryManager
+from memory.retrieval.hits import Hit
 from memory.store.validation import check_id, check_positive_int, check_text
 
 from . import store
@@ -33,7 +34,6 @@ class StoredTool:
     augmented: bool
     queries: int
     updated_at: datetime
-    score: float | None = None
 
 
 _LIST = ("SELECT namespace, name, description,"
@@ -51,8 +51,8 @@ def list_tools(mm: MemoryManager, namespace: str | None = None) -> list[StoredTo
         return cur.execute(_LIST + " WHERE namespace = %s ORDER BY name", (ns,)).fetchall()
 
 
-def search_tools(mm: MemoryManager, query: str, namespace: str = "default", k: int = 5) -> list[StoredTool]:
-    """The ``k`` stored tools of ``namespace`` most relevant to ``query`` (ranked like ``retrieve``)."""
+def search_tools(mm: MemoryManager, query: str, namespace: str = "default", k: int = 5) -> list[Hit[StoredTool]]:
+    """The ``k`` stored tools of ``namespace`` most relevant to ``query``, as hits (ranked like ``retrieve``)."""
     query = check_text(query, "query", max_chars=mm.settings.max_content_chars)
     k = check_positive_int(k, "k", maximum=1000)
     ns = check_id(namespace, "namespace")
@@ -62,9 +62,5 @@ def search_tools(mm: MemoryManager, query: str, namespace: str = "default", k: i
         return []
     index = ToolIndex([IndexedTool(r.name, r.description, r.json_schema, list(r.queries), r.category, r.embedding)
                        for r in rows])
-    out = []
-    for position, score, _signals in rank_many(index, mm.embeddings, [query], k)[0]:
-        tool = tools[rows[position].name]
-        tool.score = score
-        out.append(tool)
-    return out
+    return [Hit(tools[rows[position].name], score, signals)
+            for position, score, signals in rank_many(index, mm.embeddings, [query], k)[0]]

@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 from pydantic import TypeAdapter
 
+from memory.retrieval.hits import Hit
+
 
 @dataclass
 class Tool:
@@ -33,34 +35,54 @@ class Tool:
     adapters: dict[str, TypeAdapter[Any]] = field(default_factory=dict, repr=False)
     category: str = ""
     embedding: Any = field(default=None, repr=False)  # the stored embedding retrieval compares with
-    score: float | None = None  # set on tools returned by ``retrieve`` (None for a pinned tool added)
-    signals: dict[str, float] = field(default_factory=dict)  # the signals behind ``score`` (toolbox/index.py)
     timeout: float | None = None  # seconds this tool may run; None: the toolbox's ``tool_timeout``
 
     @property
     def openai_schema(self) -> dict[str, Any]:
         return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.json_schema}}
+                "function": {"name": self.name, "description": self.description,
+                             "parameters": self.json_schema}}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.func is None:
             from .errors import ToolNotRunnableError
 
-            raise ToolNotRunnableError(f"tool {self.name!r} was registered from a schema without a handler")
+            raise ToolNotRunnableError(
+                f"tool {self.name!r} was registered from a schema without a handler")
         return self.func(*args, **kwargs)
 
 
-class Retrieved(list[Tool]):
-    """What :meth:`Toolbox.retrieve` returns: the tools, best first, and whether any suits the request.
+#: The one signal of a pinned tool that :meth:`Toolbox.retrieve` added beyond its ranking.
+PINNED = "pinned"
 
-    ``best_score`` is the top tool's score (None when nothing was ranked); ``suitable`` is
-    False when it is below the toolbox's ``min_score`` (see ``toolbox/index.py``,
-    ``NO_TOOL_SCORE``): the request most likely needs a tool this catalogue does not have.
-    The tools are returned either way (and pinned tools are always added).
+
+class Retrieved(list[Hit[Tool]]):
+    """What :meth:`Toolbox.retrieve` returns: a ``Hit`` per tool, best first, and whether any suits the request.
+
+    Each hit's ``item`` is the :class:`Tool`, ``score`` its fused score and ``signals``
+    the values behind it (``vector``, ``keyword``, ``group``: ``toolbox/index.py``). A
+    pinned tool the ranking did not place in the top ``k`` is added after the ranked
+    tools with score 0.0 and the one signal ``{"pinned": 1.0}`` (:data:`PINNED`), so
+    every tool to offer the model is in the list; :attr:`tools` gives them as tools.
+
+    ``best_score`` is the top ranked tool's score (None when nothing was ranked);
+    ``suitable`` is False when it is below the toolbox's ``min_score`` (see
+    ``toolbox/index.py``, ``NO_TOOL_SCORE``): the request most likely needs a tool this
+    catalogue does not have. The tools are returned either way.
     """
 
     best_score: float | None = None
     suitable: bool = True
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The tools themselves, in order: what to hand to the model."""
+        return [hit.item for hit in self]
+
+    @property
+    def names(self) -> list[str]:
+        """The tools' names, in order."""
+        return [hit.item.name for hit in self]
 
 
 @dataclass

@@ -9,15 +9,11 @@ everything that shapes the stored row (name, docstring, schema, augment flag,
 embedding model) makes re-registering an unchanged tool free: no LLM call, no
 embedding, one indexed read.
 
-Retrieval embeds the request, ranks this process's tools by cosine similarity to
-their stored embedding and by full-text match (english stemming, OR of the request's
-words, scored by IDF over this process's tools), and fuses both rankings with
-weighted reciprocal rank fusion. The weights were measured, not assumed
-(``bench/tool_retrieval.py``, dev split): vector search carries the fusion; keyword
-search only votes for tools whose text covers most of the request's informative
-words, which rescues literal requests (a tool's own name, rare terms) without letting
-incidental shared words push aside a paraphrase match; see ``ranking.py``.
-Pinned tools are always added.
+Retrieval embeds the request and scores every tool of this process on its signals
+(vector, keyword, group), fused linearly (``index.py``, where the weights and the
+measurements behind them are); each tool comes back as a ``Hit[Tool]`` (the tool, its
+score, its signals) in a :class:`~toolbox.models.Retrieved` list that also says whether
+any tool suits the request. Pinned tools are always added.
 
 Execution (``calls.py``) validates a model's tool call against the schema the model
 was shown, runs the function (sync or async), logs arguments, full output, status
@@ -30,7 +26,6 @@ the loop (``KeyboardInterrupt`` excepted): a tool that hangs past its timeout, r
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import logging
 import threading
@@ -41,6 +36,7 @@ from typing import Any, TypeVar, overload
 from collections.abc import Callable, Iterable, Sequence
 
 from memory import ConfigurationError, InvalidInputError, MemoryManager
+from memory.retrieval.hits import Hit
 from memory.store.validation import check_id, check_json, check_number, check_positive_int, check_text
 
 from . import store
@@ -48,7 +44,7 @@ from .augment import Augmentation, augment
 from .calls import ParsedCall, check_arguments, convert_arguments, parse_call, render_output
 from .errors import ToolNotRegisteredError
 from .index import MODES, NO_TOOL_SCORE, IndexedTool, ToolIndex
-from .models import Retrieved, Tool, ToolResult
+from .models import PINNED, Retrieved, Tool, ToolResult
 from .ranking import rank_many
 from .running import MAX_ABANDONED, Outcome, arun_tool, run_tool, safe_repr, safe_str
 from .schema import FunctionSpec, describe_function
@@ -312,15 +308,18 @@ class Toolbox:
         """The ``k`` registered tools most relevant to ``query``, best first, plus every pinned tool.
 
         Every tool is scored (``toolbox/index.py``: vector per request part, BM25F keywords,
-        the tool's group), so the first tools never depend on ``k``. Each returned tool
-        carries ``score`` and ``signals`` (a pinned tool added beyond the ranking: None and
-        {}). The list's ``suitable`` is False when the best score is below ``min_score``:
-        no registered tool is likely to serve the request. ``mode``: ``"hybrid"``
-        (default), or ``"vector"`` / ``"keyword"`` alone (for comparison).
+        the tool's group), so the first tools never depend on ``k``. The result is a list
+        of ``Hit[Tool]``: ``hit.item`` the tool, ``hit.score`` and ``hit.signals`` why it
+        came back (a pinned tool added beyond the ranking: score 0.0, signals
+        ``{"pinned": 1.0}``); ``.tools`` the tools to hand to the model. The list's
+        ``suitable`` is False when the best score is below ``min_score``: no registered
+        tool is likely to serve the request. ``mode``: ``"hybrid"`` (default), or
+        ``"vector"`` / ``"keyword"`` alone (for comparison).
         """
         return self.retrieve_many([query], k, mode=mode)[0]
 
-    def retrieve_many(self, queries: Sequence[str], k: int = 5, *, mode: str = "hybrid") -> list[Retrieved]:
+    def retrieve_many(self, queries: Sequence[str], k: int = 5, *,
+                      mode: str = "hybrid") -> list[Retrieved]:
         """:meth:`retrieve` for each request, every request part embedded in one batch."""
         limit = self.mm.settings.max_content_chars
         queries = [check_text(q, "query", max_chars=limit) for q in queries]
@@ -336,11 +335,9 @@ class Toolbox:
                                                              t.category, t.embedding) for t in tools])
         out = []
         for ranked in rank_many(index, self.mm.embeddings, queries, k, mode):
-            result = Retrieved(dataclasses.replace(tools[i], score=score, signals=signals)
-                               for i, score, signals in ranked)
-            chosen = {t.name for t in result}
-            result.extend(dataclasses.replace(t, score=None, signals={}) for t in tools
-                          if t.name in pinned and t.name not in chosen)
+            result = Retrieved(Hit(tools[i], score, signals) for i, score, signals in ranked)
+            chosen = {tools[i].name for i, _, _ in ranked}
+            result.extend(Hit(t, 0.0, {PINNED: 1.0}) for t in tools if t.name in pinned and t.name not in chosen)
             result.best_score = ranked[0][1] if ranked else None
             result.suitable = bool(ranked) and ranked[0][1] >= self.min_score
             out.append(result)
@@ -370,7 +367,7 @@ class Toolbox:
 
     def openai_tools(self, query: str, k: int = 5) -> list[dict[str, Any]]:
         """``retrieve`` as OpenAI tool schemas, ready for ``bind_tools`` or the API's ``tools=``."""
-        return [t.openai_schema for t in self.retrieve(query, k)]
+        return [hit.item.openai_schema for hit in self.retrieve(query, k)]
 
     # -- execution --------------------------------------------------------------------
     def execute(self, tool_call: Any, *, user_id: str, thread_id: str | None = None,

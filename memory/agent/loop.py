@@ -247,7 +247,7 @@ class MemoryAgent:
             parts = self._parts(message, uid, tid)
             status = self.monitor(parts)
 
-        offered = self.toolbox.retrieve(message, self.k_tools)
+        offered = self.toolbox.retrieve(message, self.k_tools).tools
         if status.status != "ok":
             names = {t.name for t in offered}
             offered += [self.toolbox.get(n) for n in MEMORY_TOOLS if n in self.toolbox and n not in names]

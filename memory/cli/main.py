@@ -464,10 +464,10 @@ def tools() -> None:
     """
 
 
-def _tool_rows(rows: Sequence[Any], scored: bool) -> None:
-    cols = ["namespace", "name", "parameters", "description"] + (["score"] if scored else [])
+def _tool_rows(rows: Sequence[Any], scores: Sequence[float] | None = None) -> None:
+    cols = ["namespace", "name", "parameters", "description"] + (["score"] if scores is not None else [])
     table(None, cols, [(t.namespace, t.name, ", ".join(t.parameters), short(t.description, 60))
-                       + ((f"{t.score:.3f}" if t.score is not None else "",) if scored else ()) for t in rows])
+                       + ((f"{scores[i]:.3f}",) if scores is not None else ()) for i, t in enumerate(rows)])
 
 
 @tools.command("list")
@@ -485,7 +485,7 @@ def tools_list(namespace: str | None, as_json: bool) -> None:
     if not rows:
         click.echo("no tools stored" + (f" in namespace {namespace!r}" if namespace else ""))
         return
-    _tool_rows(rows, scored=False)
+    _tool_rows(rows)
 
 
 @tools.command("search")
@@ -499,13 +499,13 @@ def tools_search(query: str, namespace: str, k: int, as_json: bool) -> None:
     from toolbox.catalog import search_tools
 
     with open_manager() as mm, spinner("searching tools"):
-        rows = search_tools(mm, query, namespace, k)
+        hits = search_tools(mm, query, namespace, k)
     if as_json:
-        return emit_json(rows)
-    if not rows:
+        return emit_json([{**jsonable(h.item), "score": h.score, "signals": h.signals} for h in hits])
+    if not hits:
         click.echo(f"no tools stored in namespace {namespace!r}")
         return
-    _tool_rows(rows, scored=True)
+    _tool_rows([h.item for h in hits], [h.score for h in hits])
 
 
 def _counts_table(title: str, counts: dict[str, int]) -> None:

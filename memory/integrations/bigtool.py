@@ -58,7 +58,7 @@ def toolbox_retrieval(toolbox: Any, *, limit: int = 2) -> tuple[Callable[..., li
 
     def retrieve_tools(query: str) -> list[str]:
         """Retrieve the tools to use, given a search query describing what the tool should do."""
-        return [t.name for t in toolbox.retrieve(query, k)]
+        return [hit.item.name for hit in toolbox.retrieve(query, k)]
 
     async def aretrieve_tools(query: str) -> list[str]:
         """Retrieve the tools to use, given a search query describing what the tool should do."""

@@ -246,10 +246,10 @@ def register_tools(server: Any, service: Service) -> list[str]:
         from toolbox.catalog import search_tools
 
         def work(mem: Any) -> dict[str, Any]:
-            rows = search_tools(mem.mm, request, service.namespace, k)
+            hits = search_tools(mem.mm, request, service.namespace, k)
             return {"namespace": service.namespace, "tools": [
-                {"name": t.name, "description": t.description, "parameters": t.parameters,
-                 "score": round(t.score, 4) if t.score is not None else None} for t in rows]}
+                {"name": h.item.name, "description": h.item.description, "parameters": h.item.parameters,
+                 "score": round(h.score, 4)} for h in hits]}
         return act(ctx, work)
 
     tools: list[Callable[..., Any]] = [search_memory, write_message, build_context, context_status,
