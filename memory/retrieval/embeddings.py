@@ -28,7 +28,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol
 from collections.abc import Sequence
@@ -166,6 +166,8 @@ class EmbeddingService:
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentmem-embed")
+        # embed_later's thread: it runs embed(), which hands each chunk to _pool
+        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentmem-embed-ahead")
         self.calls = 0  # model invocations (batches), for tests and benchmarks
         self.texts_embedded = 0  # texts actually sent to the model
 
@@ -212,6 +214,12 @@ class EmbeddingService:
                     if len(self._cache) > self.cache_size:
                         self._cache.popitem(last=False)
         return [r for r in result if r is not None]
+
+    def embed_later(self, texts: Sequence[str]) -> Future[list[np.ndarray]]:
+        """:meth:`embed` started in the background: the caller works meanwhile (a write
+        pipeline inserts one chunk while the next is embedded) and takes the vectors
+        with ``future.result()``, which raises what :meth:`embed` would."""
+        return self._ahead.submit(self.embed, list(texts))
 
     def clear_cache(self) -> int:
         """Drop every cached vector (e.g. after forgetting a user); returns how many."""

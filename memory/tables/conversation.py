@@ -7,8 +7,10 @@ working set for good (it stays in the table and can be expanded back).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime
+from concurrent.futures import Future
 from typing import Any
 from collections.abc import Iterable, Mapping
 
@@ -17,21 +19,52 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from memory.store.ops import Call, Op, Sql, run
-from memory.tables.base import Table, select_list
+from memory.tables.base import EMBED_CHARS, Table, select_list
 from memory.errors import InvalidInputError
 from memory.store.isolation import require_owner
 from memory.store.rows import ROLES, Message
 from memory.store.validation import (check_bool, check_choice, check_datetime, check_id, check_object, check_optional_text,
                          check_positive_int, check_text, check_tool_calls)
 
-_INSERT = sql.SQL(
+_COLUMNS = sql.SQL(
     "INSERT INTO conversational_memory (user_id, thread_id, role, content, tool_call_id, tool_name,"
-    " tool_args, tool_calls, metadata, created_at, embedding, name)"
-    " VALUES (%(user_id)s, %(thread_id)s, %(role)s, %(content)s, %(tool_call_id)s, %(tool_name)s,"
-    " %(tool_args)s, %(tool_calls)s, %(metadata)s, COALESCE(%(created_at)s, clock_timestamp()), %(embedding)s,"
-    " %(name)s)"
-    " RETURNING {cols}"
-).format(cols=select_list(Message))
+    " tool_args, tool_calls, metadata, created_at, embedding, name) VALUES ")
+#: One row's values; ``created_at`` defaults to the clock when the row is written, so
+#: the rows of one statement keep their order in time.
+_ROW = sql.SQL("(%s, %s, %s, %s, %s, %s, %s, %s, %s, COALESCE(%s::timestamptz, clock_timestamp()), %s, %s)")
+_RETURNING = sql.SQL(" RETURNING {cols}").format(cols=select_list(Message))
+
+#: Messages per pipeline stage, from the end of a call: the last stages are short, so
+#: little is left to insert once the last vectors are in; the first are long, so the
+#: model pads little (it batches the longest texts of a stage together).
+_STAGES = (32, 64, 128)
+_STAGE_MAX = 256
+
+
+@functools.lru_cache(maxsize=64)
+def _insert(n: int) -> sql.Composed:
+    """One INSERT of ``n`` rows (one statement: one round trip, one trigger pass)."""
+    return _COLUMNS + sql.SQL(", ").join([_ROW] * n) + _RETURNING
+
+
+def stages(n: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of each pipeline stage of ``n`` messages, in order."""
+    sizes: list[int] = []
+    left = n
+    for size in _STAGES:
+        if left <= 0:
+            break
+        sizes.append(min(size, left))
+        left -= size
+    while left > 0:
+        sizes.append(min(_STAGE_MAX, left))
+        left -= _STAGE_MAX
+    out, start = [], 0
+    for size in reversed(sizes):
+        out.append((start, start + size))
+        start += size
+    return out
+
 
 #: The working set: the latest unsummarized messages (all, or %s of them), oldest first.
 WORKING_SET = sql.SQL(
@@ -66,8 +99,18 @@ def embedding_text(role: str, content: str, name: str | None = None) -> str:
     return f"{name or role}: {content}"
 
 
+def _vectors(ahead: Future[list[Any]]) -> list[Any]:
+    return ahead.result()
+
+
 class Conversations(Table):
     """``conversational_memory``: write messages, read a thread's working set or all of it."""
+
+    def _stage_texts(self, checked: list[NewMessage], start: int, end: int) -> list[str]:
+        return [embedding_text(m.role, m.content, m.name)[:EMBED_CHARS] for m in checked[start:end] if m.content.strip()]
+
+    def _embed_later(self, texts: list[str]) -> Future[list[Any]]:
+        return self.embeddings.embed_later(texts)
 
     def _check_message(self, msg: NewMessage | Mapping[str, Any]) -> NewMessage:
         if isinstance(msg, Mapping):
@@ -105,9 +148,14 @@ class Conversations(Table):
 
     def write_messages(self, messages: Iterable[NewMessage | Mapping[str, Any]], *, user_id: str, thread_id: str,
                        embed: bool = True) -> list[Message]:
-        """Store messages in order, in one transaction, embedding them in one batch.
+        """Store messages in order, in one transaction, embedding them on the way.
 
-        Every message is validated first: if any is rejected, none is written.
+        Every message is validated first: if any is rejected, none is written. The
+        write is a pipeline of stages (:func:`stages`): while one stage's rows are
+        inserted (one statement, in the database's own process), the next stage is
+        embedded in a worker thread, so the model and the database work at the same
+        time. A failure in either (the model, a statement) rolls the whole call back:
+        nothing of it is written.
         """
         return run(self.db, self.write_messages_op(messages, user_id=user_id, thread_id=thread_id, embed=embed))
 
@@ -123,22 +171,33 @@ class Conversations(Table):
             return []
         if len(checked) > self.settings.max_batch:
             raise InvalidInputError(f"at most {self.settings.max_batch} messages per call")
-        vectors: list[Any] = [None] * len(checked)
-        if embed:
-            idx = [i for i, m in enumerate(checked) if m.content.strip()]
-            embedded = yield Call(self._embed, ([embedding_text(checked[i].role, checked[i].content, checked[i].name)
-                                                 for i in idx],))
-            for i, vec in zip(idx, embedded, strict=False):
-                vectors[i] = vec
-        rows = [
-            dict(user_id=uid, thread_id=tid, role=m.role, content=m.content, tool_call_id=m.tool_call_id,
-                 tool_name=m.tool_name,
-                 tool_args=Jsonb(m.tool_args) if m.tool_args is not None else None,
-                 tool_calls=Jsonb(m.tool_calls) if m.tool_calls is not None else None,
-                 metadata=Jsonb(m.metadata or {}), created_at=m.created_at, embedding=vectors[i], name=m.name)
-            for i, m in enumerate(checked)
-        ]
-        written: list[Message] = yield Sql(_INSERT, rows, Message, "many", uid)
+        written: list[Message] = []
+        plan = stages(len(checked))
+        ahead: Any = None  # the vectors of the next stage, being computed while this one is inserted
+        try:
+            if embed:
+                ahead = yield Call(self._embed_later, (self._stage_texts(checked, *plan[0]),))
+            for n, (start, end) in enumerate(plan):
+                vectors: list[Any] = [None] * (end - start)
+                if embed:
+                    embedded = yield Call(_vectors, (ahead,))
+                    ahead = None
+                    if n + 1 < len(plan):
+                        ahead = yield Call(self._embed_later, (self._stage_texts(checked, *plan[n + 1]),))
+                    nonempty = [i for i in range(start, end) if checked[i].content.strip()]
+                    for i, vec in zip(nonempty, embedded, strict=True):
+                        vectors[i - start] = vec
+                params: list[Any] = []
+                for m, vec in zip(checked[start:end], vectors, strict=True):
+                    params += (uid, tid, m.role, m.content, m.tool_call_id, m.tool_name,
+                               Jsonb(m.tool_args) if m.tool_args is not None else None,
+                               Jsonb(m.tool_calls) if m.tool_calls is not None else None,
+                               Jsonb(m.metadata or {}), m.created_at, vec, m.name)
+                rows: list[Message] = yield Sql(_insert(end - start), params, Message, "all", uid)
+                written += rows
+        finally:
+            if ahead is not None:  # an insert failed: the next stage's vectors are not needed
+                ahead.cancel()
         if any(m.name for m in checked):
             self.store.speakers.forget(uid)  # a new speaker is matched by the next search
         return written
