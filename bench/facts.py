@@ -7,8 +7,9 @@ with a value that cannot hold together: supersede). Both facts are embedded with
 real all-MiniLM-L6-v2 and the pair goes through ``memory.tables.fact_rules.decide`` exactly
 as ``remember`` calls it.
 
-The two similarity thresholds are fitted on one half of the pairs (even ids): the
-grid point with the best accuracy among those whose supersede precision and update
+The three similarity thresholds (related, duplicate, and swap: the similarity a
+restatement needs when one or two words were swapped) are fitted on one half of the
+pairs (even ids): the grid point with the best accuracy among those whose supersede precision and update
 precision on that half are both >= 0.95 (a supersede hides the old fact, an update
 rewrites it in place; a tie keeps the stricter point). The other half (odd ids) is held out and reported with the fitted and
 with the library's default thresholds, so the figures are not fitted to the set.
@@ -54,11 +55,12 @@ def similarities(pairs: Sequence[dict[str, Any]], embedder: Any) -> list[float]:
     return out
 
 
-def outcomes(pairs: Sequence[dict[str, Any]], sims: Sequence[float], related: float, duplicate: float) -> list[str]:
+def outcomes(pairs: Sequence[dict[str, Any]], sims: Sequence[float], related: float, duplicate: float,
+             swap: float) -> list[str]:
     done = []
     for p, sim in zip(pairs, sims):
         d = decide(p["new"], p["category"], [Candidate(0, p["category"], p["old"], sim)], related=related,
-                   duplicate=duplicate)
+                   duplicate=duplicate, swap=swap)
         done.append(ACTION_OF[d.action])
     return done
 
@@ -78,24 +80,25 @@ def scores(pairs: Sequence[dict[str, Any]], got: Sequence[str]) -> dict[str, Any
             "compatible_superseded": matrix["compatible"]["supersede"]}
 
 
-def fit(pairs: Sequence[dict[str, Any]], sims: Sequence[float]) -> tuple[float, float, dict[str, Any]]:
-    best: tuple[float, float, float, dict[str, Any]] | None = None
+def fit(pairs: Sequence[dict[str, Any]], sims: Sequence[float]) -> tuple[float, float, float, dict[str, Any]]:
+    best: tuple[float, float, float, float, dict[str, Any]] | None = None
     # From the strictest thresholds down; a tie keeps the stricter point (fewer rows
     # rewritten or hidden on evidence that is only similarity).
     for related in np.arange(0.80, 0.29, -0.05):
         for duplicate in np.arange(0.98, 0.69, -0.02):
             if duplicate < related:
                 continue
-            s = scores(pairs, outcomes(pairs, sims, float(related), float(duplicate)))
-            # Both destructive actions must be right 95% of the time: a supersede hides the
-            # old fact, an update rewrites it in place.
-            if s["supersede_precision"] < 0.95 or s["update_precision"] < 0.95:
-                continue
-            key = s["accuracy"]
-            if best is None or key > best[0] + 1e-12:
-                best = (key, float(related), float(duplicate), s)
+            for swap in np.arange(0.98, 0.79, -0.02):
+                s = scores(pairs, outcomes(pairs, sims, float(related), float(duplicate), float(swap)))
+                # Both destructive actions must be right 95% of the time: a supersede hides the
+                # old fact, an update rewrites it in place.
+                if s["supersede_precision"] < 0.95 or s["update_precision"] < 0.95:
+                    continue
+                key = s["accuracy"]
+                if best is None or key > best[0] + 1e-12:
+                    best = (key, float(related), float(duplicate), float(swap), s)
     assert best is not None, "no thresholds reach supersede precision 0.95 on the fit half"
-    return round(best[1], 2), round(best[2], 2), best[3]
+    return round(best[1], 2), round(best[2], 2), round(best[3], 2), best[4]
 
 
 def print_matrix(title: str, s: dict[str, Any]) -> None:
@@ -122,27 +125,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     def part(name: str) -> tuple[list[dict[str, Any]], list[float]]:
         return [pairs[i] for i in half[name]], [sims[i] for i in half[name]]
 
-    related, duplicate, fitted = fit(*part("fit"))
+    related, duplicate, swap, fitted = fit(*part("fit"))
     default = Settings()
+    defaults = (default.fact_related_similarity, default.fact_duplicate_similarity, default.fact_swap_similarity)
     print(f"{len(pairs)} labelled pairs ({PAIRS.relative_to(ROOT)}), "
           f"{len({p['domain'] for p in pairs})} domains, MiniLM cosine")
-    print(f"fitted on the fit half (even ids): related >= {related:.2f}, duplicate >= {duplicate:.2f}; "
-          f"library defaults: related {default.fact_related_similarity:.2f}, "
-          f"duplicate {default.fact_duplicate_similarity:.2f}")
+    print(f"fitted on the fit half (even ids): related >= {related:.2f}, duplicate >= {duplicate:.2f}, "
+          f"swap >= {swap:.2f}; library defaults: related {defaults[0]:.2f}, duplicate {defaults[1]:.2f}, "
+          f"swap {defaults[2]:.2f}")
     print_matrix("fit half, fitted thresholds", fitted)
-    report: dict[str, Any] = {"fitted": {"related": related, "duplicate": duplicate}, "fit_half": fitted}
-    for name, (r, d) in (("held-out half, fitted thresholds", (related, duplicate)),
-                         ("held-out half, library defaults", (default.fact_related_similarity,
-                                                              default.fact_duplicate_similarity))):
+    report: dict[str, Any] = {"fitted": {"related": related, "duplicate": duplicate, "swap": swap},
+                              "fit_half": fitted}
+    for name, (r, d, w) in (("held-out half, fitted thresholds", (related, duplicate, swap)),
+                            ("held-out half, library defaults", defaults)):
         ps, ss = part("held-out")
-        s = scores(ps, outcomes(ps, ss, r, d))
+        s = scores(ps, outcomes(ps, ss, r, d, w))
         print_matrix(name, s)
         report[name] = s
-    s = scores(pairs, outcomes(pairs, sims, default.fact_related_similarity, default.fact_duplicate_similarity))
+    s = scores(pairs, outcomes(pairs, sims, *defaults))
     print_matrix("all pairs, library defaults", s)
     report["all, library defaults"] = s
-    wrong = [(p, o) for p, o in zip(pairs, outcomes(pairs, sims, default.fact_related_similarity,
-                                                    default.fact_duplicate_similarity)) if o != EXPECTED[p["label"]]]
+    wrong = [(p, o) for p, o in zip(pairs, outcomes(pairs, sims, *defaults)) if o != EXPECTED[p["label"]]]
     print(f"\nmisjudged with the library defaults ({len(wrong)}):")
     for p, o in wrong:
         print(f"  [{p['id']:>3} {p['label']:<13} -> {o:<9}] {p['old']!r} / {p['new']!r}")

@@ -82,7 +82,8 @@ def test_supersede_precision_on_the_held_out_pairs(minilm):
         a, b = vecs[p["old"]], vecs[p["new"]]
         sim = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
         d = decide(p["new"], p["category"], [Candidate(0, p["category"], p["old"], sim)],
-                   related=s.fact_related_similarity, duplicate=s.fact_duplicate_similarity)
+                   related=s.fact_related_similarity, duplicate=s.fact_duplicate_similarity,
+                   swap=s.fact_swap_similarity)
         if d.action == "superseded":
             superseded += 1
             right += p["label"] == "contradiction"

@@ -69,7 +69,10 @@ def test_workflow_round_trip_private_and_shared(schema_mm, user):
                                shared=True)
     got = mm.read_workflows("password reset link", user_id=user, k=5)
     assert got[0].item.id == private.id and got[0].item.steps == ["verify identity", "send link"]
-    assert got[0].score == got[0].signals["vector"]  # merged across own and shared by cosine
+    # merged across own and shared by the one absolute score: vector + keyword_weight x keyword
+    kw = mm.settings.keyword_weight
+    assert got[0].score == pytest.approx(got[0].signals["vector"] + kw * got[0].signals["keyword"])
+    assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)
     assert shared.user_id is None
     assert any(h.item.id == shared.id for h in mm.read_workflows("export invoices csv", user_id=user, k=5))
     assert all(h.item.id != private.id for h in mm.read_workflows("reset password", user_id=other, k=5))

@@ -60,7 +60,11 @@ def test_keyword_hit_without_embedding_is_a_hit_not_a_crash(mm: MemoryManager, s
     for someone in (user, f"other-{uuid.uuid4().hex[:8]}"):
         found = mm.read_workflows(f"{w} crossing", user_id=someone, k=200)
         shared = [h for h in found if h.item.name == f"{w} crossing"]
-        assert shared and shared[0].score == 0.0 and all(isinstance(h.score, float) for h in found)
+        assert shared and shared[0].signals == {"vector": 0.0, "keyword": shared[0].signals["keyword"]}
+        # no vector: the score is the keyword signal's share alone
+        assert shared[0].signals["keyword"] > 0
+        assert shared[0].score == pytest.approx(mm.settings.keyword_weight * shared[0].signals["keyword"])
+        assert all(isinstance(h.score, float) for h in found)
 
     context = mm.build_context(f"what about the {w}?", user_id=user, thread_id=thread)  # reads the shared workflows too
     assert f"{w} facts" in context

@@ -186,7 +186,8 @@ class MemoryAgent:
 
     def monitor(self, parts: ContextParts) -> ContextStatus:
         """Status of the whole working context (untrimmed) against the usable budget."""
-        full = ContextBuilder(10**12, model=self.model_name).build(parts)
+        full = ContextBuilder(10**12, model=self.model_name,
+                              near_duplicate=self.mm.settings.passage_near_duplicate_similarity).build(parts)
         return monitor_context_window(full.text, self.model_name, self.mm.settings)
 
     # -- model calls -------------------------------------------------------------------
@@ -255,7 +256,8 @@ class MemoryAgent:
 
         parts.status_line = status.message
         parts.tool_schemas = schemas
-        builder = ContextBuilder(usable_budget(self.model_name, mm.settings), model=self.model_name)
+        builder = ContextBuilder(usable_budget(self.model_name, mm.settings), model=self.model_name,
+                                 near_duplicate=mm.settings.passage_near_duplicate_similarity)
         try:
             built = builder.build(parts)
         except ContextBudgetError:
@@ -335,7 +337,7 @@ class MemoryAgent:
         for hit in self.mm.read_workflows(message, user_id=uid, k=1):
             known = hit.item
             if known.user_id == uid and [s.get("tool") for s in known.steps if isinstance(s, dict)] == names \
-                    and hit.signals["vector"] > 0.8:
+                    and hit.signals["vector"] >= self.mm.settings.workflow_reuse_similarity:
                 self.mm.record_workflow_use(str(known.id), user_id=uid)
                 return True
         self.mm.write_workflow(" -> ".join(names)[:200], f"Handle requests like: {message[:300]}", steps, user_id=uid,

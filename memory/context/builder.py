@@ -36,6 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memory.errors import AgentMemError
+from memory.settings import default_of
 from memory.context.render import (CONVERSATION, ENTITIES, FACTS, FACTS_RULE, KNOWLEDGE, SUMMARIES, WORKFLOWS,
                          format_message)
 from memory.store.rows import Message
@@ -48,8 +49,10 @@ USER_MESSAGE = "## User Message"
 
 #: Chat-format overhead per message (role markers), counted against the budget.
 MESSAGE_OVERHEAD_TOKENS = 4
-#: Two passages at least this similar (cosine) are near-duplicates: only one is kept.
-NEAR_DUPLICATE = 0.92
+#: Two passages at least this similar (cosine) are near-duplicates: only one is kept. The
+#: default of ``Settings.passage_near_duplicate_similarity`` (calibrated by
+#: ``bench/thresholds.py``); the agent loop passes the setting.
+NEAR_DUPLICATE: float = default_of("passage_near_duplicate_similarity")
 
 PRIORITY = {FACTS: 90, SUMMARIES: 80, CONVERSATION: 70, WORKFLOWS: 60, KNOWLEDGE: 50, ENTITIES: 40}
 #: Render order of the optional sections (stable first).
@@ -193,12 +196,14 @@ class _Item:
 class ContextBuilder:
     """Builds :class:`BuiltContext` objects for one model's budget."""
 
-    def __init__(self, budget: int, *, model: str | None = None, max_passages: int = 5) -> None:
+    def __init__(self, budget: int, *, model: str | None = None, max_passages: int = 5,
+                 near_duplicate: float = NEAR_DUPLICATE) -> None:
         if budget < 1:
             raise AgentMemError("the token budget must be positive")
         self.budget = budget
         self.model = model
         self.max_passages = max_passages
+        self.near_duplicate = near_duplicate
 
     def _count(self, text: str) -> tuple[int, str]:
         c = count_tokens(text, self.model)
@@ -220,7 +225,7 @@ class ContextBuilder:
             text = "\n".join(format_message(m) for m in ex)
             items.append(_Item(CONVERSATION, PRIORITY[CONVERSATION], age, text, ex))
         items += [_Item(WORKFLOWS, PRIORITY[WORKFLOWS], i, t) for i, t in enumerate(parts.workflows)]
-        chosen = select_passages(parts.passages, self.max_passages)
+        chosen = select_passages(parts.passages, self.max_passages, near_duplicate=self.near_duplicate)
         items += [_Item(KNOWLEDGE, PRIORITY[KNOWLEDGE], i, p.text, p) for i, p in enumerate(chosen)]
         items += [_Item(ENTITIES, PRIORITY[ENTITIES], i, t) for i, t in enumerate(parts.entities)]
         items.sort(key=lambda it: (-it.priority, it.rank))

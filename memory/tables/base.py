@@ -7,12 +7,12 @@ object that needs another one is given it explicitly when it is built (see
 ``memory.manager.MemoryManager``), never looks it up.
 
 Similarity reads embed the query once and send one statement (after the transaction's
-SET LOCAL settings): the nearest rows by
-cosine distance (HNSW, iterative scan so a user filter cannot starve the result), the
-best full-text matches among a bounded set of candidates from the gin index, and
-their weighted reciprocal rank fusion, all in SQL. Each hit keeps its cosine
-similarity as its ``"vector"`` signal so callers can apply an absolute threshold (0
-for a row written without an embedding).
+SET LOCAL settings): the nearest rows by cosine distance (HNSW, iterative scan so a user
+filter cannot starve the result) and the best keyword matches among a bounded set of
+candidates from the gin index, each candidate with both signals. They are fused by
+:func:`memory.retrieval.fusion.fuse` into an absolute score, ``vector + keyword_weight x
+keyword``, the same fusion ``search_memory`` uses (its own signals on top), so a score
+means the same in every list and for every query.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from memory.store.db import Database
 from memory.store.ops import Call, Op, Sql, run
 from memory.retrieval.embeddings import EmbeddingService
 from memory.retrieval.speakers import SpeakerNames
-from memory.retrieval.fusion import RRF_K
+from memory.retrieval.fusion import MIN_TERMS, fuse
 from memory.retrieval.hits import Hit
 from memory.settings import Settings
 from memory.errors import InvalidInputError
@@ -144,21 +144,25 @@ class Table:
     ) -> list[Hit[T]]:
         """Rows of ``table`` matching ``where`` ranked for ``query`` (vector + keyword), one statement.
 
-        Each comes back as a :class:`~memory.retrieval.hits.Hit`: ``score`` is the weighted
-        reciprocal rank fusion the list is ordered by (``vector_weight / (60 + vector rank)
-        + keyword_weight / (60 + keyword rank)``, a rank score: compare it within one
-        result list only); ``signals["vector"]`` is the cosine similarity of the row to the
-        query (-1..1, 0 for a row written without an embedding), the value to apply an
-        absolute threshold to; ``signals["keyword"]`` is the ``ts_rank_cd`` of the
-        query's words in the row (0 when the keyword half did not rank it).
+        Each comes back as a :class:`~memory.retrieval.hits.Hit` with two signals:
+        ``signals["vector"]``, the cosine similarity of the row to the query (-1..1, 0 for
+        a row written without an embedding), and ``signals["keyword"]``, the IDF coverage
+        of the query's stemmed words by the row (0..1: the share of the query's summed
+        IDF that the row contains, the denominator at least ``MIN_TERMS`` rare words'
+        worth; 0 when the keyword half did not find it). ``score`` is their fusion
+        (:func:`memory.retrieval.fusion.fuse`), ``vector_weight x vector + keyword_weight
+        x keyword``: absolute, so it compares across queries and lists and can be
+        thresholded. ``keyword_weight`` defaults to ``settings.keyword_weight``
+        (``bench/similar_reads.py`` chose it).
 
         The keyword half matches ANY of the query's stemmed words (a sentence query
-        ANDed word by word would match almost nothing), ranked by ``ts_rank_cd``, and
-        votes with ``settings.keyword_weight`` (0.5: measured on the tool and
-        long-memory benchmarks, keyword ranks are noisier than vector ranks). Its work
-        is bounded: at most ``search_max_terms`` words, and for each word at most
-        ``search_term_candidates`` rows from the gin index are ranked (a rare word
-        brings all its rows, a word in half the table a bounded sample of them).
+        ANDed word by word would match almost nothing). Its work is bounded: at most
+        ``search_max_terms`` words, and for each word at most ``search_term_candidates``
+        rows from the gin index (a rare word brings all its rows, a common one a
+        bounded sample). A word's document frequency is the number of rows it brought
+        (exact below that bound, the bound above it) among the rows matching ``where``,
+        counted up to :data:`DOC_COUNT_CAP`. The best ``pool`` keyword candidates and the
+        ``pool`` nearest rows are scored; ``k`` of them are returned.
         ``columns`` replaces the select list of ``row_cls``'s fields (a table that
         lacks one of them selects a constant in its place).
         """
@@ -187,13 +191,16 @@ class Table:
         qvec = (yield Call(self._embed, ([query],)))[0]
         pool = max(k * 4, 20)
         stmt = _similar_statement(table, row_cls, where, columns)
-        args = dict(params, qvec=qvec, pool=pool, q=query, k=k, hybrid=hybrid, vw=float(vector_weight),
-                    kww=float(keyword_weight), rrf_k=RRF_K, max_terms=self.settings.search_max_terms,
+        args = dict(params, qvec=qvec, pool=pool, q=query, hybrid=hybrid, min_terms=MIN_TERMS,
+                    n_cap=DOC_COUNT_CAP, max_terms=self.settings.search_max_terms,
                     cap=self.settings.search_term_candidates)
         uid = params.get("uid")
         yield self._search_settings_sql(uid)
         rows = yield Sql(stmt, args, dict, user=uid)
-        return [_hit(row_cls, row) for row in rows]
+        weights = {"vector": float(vector_weight), "keyword": float(keyword_weight)}
+        hits = [_hit(row_cls, row, weights) for row in rows]  # in vector order: ties go to the closer row
+        hits.sort(key=lambda h: -h.score)
+        return hits[:k]
 
 
 #: The model reads the first few hundred tokens; longer texts are cut before embedding.
@@ -207,39 +214,49 @@ TERMS_CTE = (
     " tsq AS (SELECT string_agg(lit, ' | ')::tsquery AS tq FROM terms)"
 )
 
+#: Rows counted for the document frequencies of the keyword signal: beyond this many
+#: rows under the filter, the IDFs are those of a collection of this size.
+DOC_COUNT_CAP = 10_000
+
+#: The keyword signal of one table (the IDF coverage of :mod:`memory.retrieval.fusion`),
+#: after ``TERMS_CTE``: ``kw(key, ks)``, the best ``%(pool)s`` rows by it. ``lex`` are the
+#: query's words, ``hits`` the rows each word brings from the gin index (at most
+#: ``%(cap)s``), ``idf`` each word's weight (``n`` rows, ``df`` of them with the word).
+KEYWORD_CTES = (
+    " lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq FROM terms WHERE %(hybrid)s),"
+    " n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {tbl} WHERE %(hybrid)s AND ({where}) LIMIT %(n_cap)s) s),"
+    " hits AS (SELECT lex.ord, h.key FROM lex CROSS JOIN LATERAL ("
+    "   SELECT {key} AS key FROM {tbl} WHERE search_tsv @@ lex.tq AND ({where}) LIMIT %(cap)s) h),"
+    " idf AS (SELECT lex.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf"
+    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT count(*) AS df FROM hits WHERE hits.ord = lex.ord) d),"
+    " kw AS (SELECT x.{key} AS key,"
+    "   (SELECT sum(idf.idf) FROM idf WHERE x.search_tsv @@ idf.tq)"
+    "   / nullif(greatest((SELECT sum(idf) FROM idf),"
+    "                     %(min_terms)s * ln(1 + ((SELECT n FROM n) + 0.5) / 0.5)), 0) AS ks"
+    "   FROM {tbl} x WHERE x.{key} IN (SELECT key FROM hits) AND ({where})"
+    "   ORDER BY ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.{key} LIMIT %(pool)s)"
+)
+
 _SIMILAR = (
-    "WITH " + TERMS_CTE + ","
+    "WITH " + TERMS_CTE + "," + KEYWORD_CTES + ","
     # vector half: nearest rows by cosine distance (HNSW where the planner finds it cheaper
     # than reading the user's rows; the iterative scan, set per connection, keeps filters fed)
-    " vec AS (SELECT key, row_number() OVER (ORDER BY d, key) AS r FROM ("
-    "   SELECT {key} AS key, embedding <=> %(qvec)s AS d FROM {tbl}"
-    "   WHERE embedding IS NOT NULL AND ({where}) ORDER BY embedding <=> %(qvec)s LIMIT %(pool)s) v),"
-    # keyword half: each word's first rows through the gin index (bounded), ranked together
-    " kwc AS (SELECT DISTINCT c.key FROM terms CROSS JOIN LATERAL ("
-    "   SELECT {key} AS key FROM {tbl} WHERE %(hybrid)s AND search_tsv @@ terms.lit::tsquery AND ({where})"
-    "   LIMIT %(cap)s) c),"
-    # (equal keyword ranks, common with short texts, go to the row closer to the query)
-    " kw AS (SELECT key, rank, row_number() OVER (ORDER BY rank DESC, d NULLS LAST, key) AS r FROM ("
-    "   SELECT x.{key} AS key, ts_rank_cd(x.search_tsv, tsq.tq) AS rank, x.embedding <=> %(qvec)s AS d"
-    "   FROM {tbl} x JOIN kwc ON kwc.key = x.{key} CROSS JOIN tsq WHERE ({where})"
-    "   ORDER BY rank DESC, d NULLS LAST, key LIMIT %(pool)s) k),"
-    # weighted reciprocal rank fusion; ties keep the vector order, then the keyword order
-    " fused AS (SELECT key, sum(w / (%(rrf_k)s + r)) AS f, min(tb) AS tb FROM ("
-    "   SELECT key, r, %(vw)s::float8 AS w, r AS tb FROM vec"
-    "   UNION ALL SELECT key, r, %(kww)s::float8, %(pool)s + r FROM kw) u"
-    "   GROUP BY key ORDER BY f DESC, tb LIMIT %(k)s)"
-    " SELECT {cols}, fused.f AS hit_score, 1 - (x.embedding <=> %(qvec)s) AS hit_vector, kw.rank AS hit_keyword"
-    " FROM {tbl} x JOIN fused ON fused.key = x.{key} LEFT JOIN kw ON kw.key = x.{key}"
-    " WHERE ({where}) ORDER BY fused.f DESC, fused.tb"
+    " vec AS (SELECT {key} AS key FROM {tbl}"
+    "   WHERE embedding IS NOT NULL AND ({where}) ORDER BY embedding <=> %(qvec)s LIMIT %(pool)s)"
+    # every candidate of either half with both signals, closest first (fused in Python)
+    " SELECT {cols}, 1 - (x.embedding <=> %(qvec)s) AS hit_vector, kw.ks AS hit_keyword"
+    " FROM {tbl} x LEFT JOIN kw ON kw.key = x.{key}"
+    " WHERE x.{key} IN (SELECT key FROM vec UNION SELECT key FROM kw) AND ({where})"
+    " ORDER BY x.embedding <=> %(qvec)s NULLS LAST, x.{key}"
 )
 
 
-def _hit(row_cls: type[T], row: dict[str, Any]) -> Hit[T]:
+def _hit(row_cls: type[T], row: dict[str, Any], weights: dict[str, float]) -> Hit[T]:
     # A row written without an embedding (plain SQL, a shared row) has no cosine: 0.
-    score, vector, keyword = row.pop("hit_score"), row.pop("hit_vector"), row.pop("hit_keyword")
+    vector, keyword = row.pop("hit_vector"), row.pop("hit_keyword")
     signals = {"vector": 0.0 if vector is None else float(vector),
                "keyword": 0.0 if keyword is None else float(keyword)}
-    return Hit(row_cls(**row), float(score), signals)
+    return Hit(row_cls(**row), fuse(signals, weights), signals)
 
 
 def _similar_statement(table: str, row_cls: type, where: sql.Composable,

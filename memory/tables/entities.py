@@ -59,9 +59,9 @@ class Entities(Table):
                       k: int = 10) -> list[Entity] | list[Hit[Entity]]:
         """Entities relevant to ``query`` as hits, or (no query) the most recently seen ones as rows.
 
-        A hit's ``score`` is the vector + keyword rank fusion the list is ordered by
-        (compare within one list); ``signals["vector"]``: cosine similarity of
-        "name (type): description" to the query; ``signals["keyword"]``: ``ts_rank_cd``.
+        A hit's ``score`` is ``vector + keyword_weight x keyword``, absolute (see
+        ``Table._similar``); ``signals["vector"]``: cosine similarity of "name (type):
+        description" to the query; ``signals["keyword"]``: IDF coverage of the query's words.
         """
         return run(self.db, self.read_entities_op(query, user_id=user_id, k=k))
 

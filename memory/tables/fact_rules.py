@@ -29,7 +29,7 @@ real contradiction **of the same attribute**; when unsure, both facts are kept.
    change and one-slot cases out.
 4. **Updated** (a restatement, the existing row reworded in place) when similarity is
    at or above ``fact_duplicate_similarity`` and no value differs (at or above
-   :data:`SWAP_SIMILARITY` when the two differ by one or two words swapped: synonyms,
+   ``fact_swap_similarity`` when the two differ by one or two words swapped: synonyms,
    not alternatives), or one side's content words contain the other's.
 5. Otherwise **created**: the same frame with another value of a many-valued
    attribute ("has a dog named Rex" / "has a cat named Tom", "speaks French" /
@@ -50,6 +50,8 @@ import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from collections.abc import Sequence
+
+from memory.settings import default_of
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot",
@@ -103,10 +105,11 @@ _OPPOSITES = frozenset(frozenset(p) for p in (
 ))
 
 #: One or two words swapped for others ("likes tea" / "likes coffee") is a restatement only
-#: for synonyms, which all-MiniLM-L6-v2 puts at >= 0.9 ("prefers" / "likes dark mode": 0.93)
-#: and alternatives below it ("likes tea" / "likes coffee": 0.71, "drinks tea / coffee in the
-#: morning": 0.83).
-SWAP_SIMILARITY = 0.90
+#: at or above this similarity (the default of ``Settings.fact_swap_similarity``, fitted by
+#: ``bench/facts.py``): all-MiniLM-L6-v2 puts synonyms above it ("prefers" / "likes dark
+#: mode": 0.93) and alternatives below ("likes tea" / "likes coffee": 0.71, "drinks tea /
+#: coffee in the morning": 0.83).
+SWAP_SIMILARITY: float = default_of("fact_swap_similarity")
 
 ACTIONS = ("created", "updated", "superseded", "unchanged")
 
@@ -277,7 +280,7 @@ def relation(new: str, old: str) -> tuple[str, str]:
 
 
 def decide(content: str, category: str, candidates: Sequence[Candidate], *, related: float,
-           duplicate: float) -> Decision:
+           duplicate: float, swap: float = SWAP_SIMILARITY) -> Decision:
     """Apply the rules above against the candidates, closest first."""
     norm = normalise(content)
     for cand in candidates:
@@ -297,7 +300,7 @@ def decide(content: str, category: str, candidates: Sequence[Candidate], *, rela
         if kind == "restatement":
             return Decision("updated", cand, why)
         values_differ = bool(values(content) - values(cand.content)) and bool(values(cand.content) - values(content))
-        needed = max(duplicate, SWAP_SIMILARITY) if _swapped(content, cand.content) else duplicate
+        needed = max(duplicate, swap) if _swapped(content, cand.content) else duplicate
         if cand.similarity >= needed and not values_differ:
             return Decision("updated", cand, f"near-duplicate (similarity {cand.similarity:.2f})")
     return Decision("created", None, "related but not the same attribute, or unsure: both kept")

@@ -149,7 +149,7 @@ class Facts(Table):
         else:
             s = self.settings
             decision = decide(content, category, candidates, related=s.fact_related_similarity,
-                              duplicate=s.fact_duplicate_similarity)
+                              duplicate=s.fact_duplicate_similarity, swap=s.fact_swap_similarity)
         if decision.action == "created" and len(rows) >= self.settings.max_active_facts:
             raise TooManyFactsError(
                 f"this user already has {len(rows)} active facts; the limit is {self.settings.max_active_facts}",
@@ -212,9 +212,9 @@ class Facts(Table):
         """Active facts most relevant to ``query`` as hits (no query: every active fact, as rows).
 
         ``include_history`` also returns retired and superseded versions. A hit's
-        ``score`` is the vector + keyword rank fusion the list is ordered by (compare
-        within one list); ``signals["vector"]``: cosine similarity of the fact to the
-        query; ``signals["keyword"]``: ``ts_rank_cd``. A blank query lists the facts
+        ``score`` is ``vector + keyword_weight x keyword``, absolute (see
+        ``Table._similar``); ``signals["vector"]``: cosine similarity of the fact to the
+        query; ``signals["keyword"]``: IDF coverage of the query's words (0..1). A blank query lists the facts
         oldest first as hits of score 0 with no signals.
         """
         return run(self.db, self.recall_op(query, user_id=user_id, k=k, include_history=include_history))

@@ -54,9 +54,9 @@ class Knowledge(Table):
                        hybrid: bool = True) -> list[Hit[KnowledgeItem]]:
         """Passages of this user most relevant to ``query``, best first.
 
-        ``score``: the vector + keyword rank fusion the list is ordered by (compare within
-        one list); ``signals["vector"]``: cosine similarity to the query (threshold this);
-        ``signals["keyword"]``: ``ts_rank_cd`` of the query's words (0 if unranked).
+        ``score``: ``vector + keyword_weight x keyword``, absolute (see ``Table._similar``);
+        ``signals["vector"]``: cosine similarity to the query; ``signals["keyword"]``: IDF
+        coverage of the query's words by the passage (0..1, 0 if not matched).
         ``hybrid=False`` ranks by the vector alone.
         """
         return run(self.db, self.read_knowledge_op(query, user_id=user_id, k=k, hybrid=hybrid))

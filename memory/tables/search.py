@@ -61,7 +61,7 @@ from collections.abc import Iterable, Sequence
 import psycopg
 from psycopg import sql
 
-from memory.retrieval.fusion import fuse_rankings
+from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse, fuse_rankings
 from memory.retrieval.hits import Hit
 from memory.store.ops import COMMIT, Call, Op, Sql, run
 from memory.tables.base import TERMS_CTE, Table
@@ -81,9 +81,9 @@ class SearchWeights:
     """How the signals are combined (see the module docstring); fitted on two LoCoMo
     conversations and checked on the third and on ``bench/recall.py``'s synthetic set."""
 
-    keyword_weight: float = 1.0
+    keyword_weight: float = KEYWORD_WEIGHT
     neighbour_weight: float = 0.5  # keyword window: weight of the two turns before a message
-    min_terms: float = 2.0
+    min_terms: float = MIN_TERMS
     time_boost: float = 0.1
     speaker_weight: float = 0.3  # the message's speaker is named in the query
     adjacent_weight: float = 0.2  # share of the better adjacent turn's score
@@ -689,10 +689,12 @@ def _order(found: Sequence[_Candidate], method: str, w: SearchWeights) -> list[_
             c.score = c.keyword + time_bonus(c)
         out = [c for c in out if c.keyword > 0]
     elif w.fusion == "linear":
+        # the one fusion of every reader (memory.retrieval.fusion), with this reader's signals
+        weights = {"vector": 1.0, "keyword": w.keyword_weight, "speaker": w.speaker_weight, "time": w.time_boost}
         own = {}
         for c in out:
-            own[key(c)] = (c.vector + w.keyword_weight * c.keyword
-                           + w.speaker_weight * c.signals.get("speaker", 0.0) + time_bonus(c))
+            own[key(c)] = fuse({"vector": c.vector, "keyword": c.keyword, "speaker": c.signals.get("speaker", 0.0),
+                                "time": 1.0 if c.in_range else 0.0}, weights)
         best: dict[str, list[float]] = {}
         for c in out:
             if c.item.kind == "message" and c.item.thread_id is not None:

@@ -106,9 +106,9 @@ class Summaries(Table):
                             thread_id: str | None = None) -> list[Hit[Summary]]:
         """Summaries most relevant to ``query`` (of one thread, if given), best first.
 
-        ``score``: the vector + keyword rank fusion the list is ordered by (compare within
-        one list); ``signals["vector"]``: cosine similarity of label + content to the
-        query; ``signals["keyword"]``: ``ts_rank_cd`` of the query's words (0 if unranked).
+        ``score``: ``vector + keyword_weight x keyword``, absolute (see ``Table._similar``);
+        ``signals["vector"]``: cosine similarity of label + content to the query;
+        ``signals["keyword"]``: IDF coverage of the query's words (0..1, 0 if not matched).
         """
         uid = self._uid(user_id)
         where = sql.SQL("user_id = %(uid)s")

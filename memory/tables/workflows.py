@@ -112,10 +112,11 @@ class Workflows(Table):
     def read_workflows(self, query: str, *, user_id: str, k: int = 3, hybrid: bool = True) -> list[Hit[Workflow]]:
         """This user's workflows and shared ones, most relevant first.
 
-        Each table is searched on its own (vector + keyword, see ``Table._similar``) and
-        the two lists are merged by cosine similarity, so here a hit's ``score`` is its
-        cosine similarity to the query (the same value as ``signals["vector"]``; 0 for a
-        row without an embedding); ``signals["keyword"]`` is its ``ts_rank_cd``.
+        Each table is searched on its own (see ``Table._similar``) and the two lists are
+        merged by score, which is absolute (``vector + keyword_weight x keyword``, as in
+        every similarity read): ``signals["vector"]`` is the cosine similarity to the
+        query (0 for a row without an embedding), ``signals["keyword"]`` the IDF coverage
+        of the query's words (0..1).
         """
         return run(self.db, self.read_workflows_op(query, user_id=user_id, k=k, hybrid=hybrid))
 
@@ -131,8 +132,7 @@ class Workflows(Table):
             rows = yield Sql(_PUBLISHED_FROM, ([h.item.id for h in own],), user=uid)
             published = {r[0] for r in rows}
             own = [h for h in own if h.item.id not in published]
-        merged = sorted(own + shared, key=lambda h: -h.signals["vector"])
-        return [Hit(h.item, h.signals["vector"], h.signals) for h in merged[:k]]
+        return sorted(own + shared, key=lambda h: -h.score)[:k]
 
     def record_workflow_use(self, workflow_id: str, *, user_id: str, success: bool = True) -> None:
         """Count one use of the user's workflow or of a shared one."""
