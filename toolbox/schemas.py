@@ -91,7 +91,8 @@ def _check_parameters(name: str, parameters: Any) -> dict[str, Any]:
     except SchemaError as exc:
         raise ToolSchemaError(f"tool {name!r}: the parameters schema is not a valid JSON schema: "
                               f"{exc.message}") from None
-    return json.loads(text)  # a copy the caller cannot change under us
+    copy: dict[str, Any] = json.loads(text)  # a copy the caller cannot change under us
+    return copy
 
 
 def _is_langchain_tool(obj: Any) -> bool:

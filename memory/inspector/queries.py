@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 from collections.abc import Sequence
 
+import psycopg
 from psycopg import sql
 from psycopg.rows import class_row, dict_row
 
@@ -297,7 +298,7 @@ def _cards(conn: Any, uid: str, ids: Sequence[uuid.UUID], *, exact: bool = True)
         return {c.summary_id: c for c in cur.execute(stmt, {"uid": uid, "ids": list(ids)}).fetchall()}
 
 
-def _messages(conn: Any, where: str, params: dict[str, Any], tail: str = "") -> list[Message]:
+def _messages(conn: psycopg.Connection[Any], where: str, params: dict[str, Any], tail: str = "") -> list[Message]:
     stmt = sql.SQL("SELECT {cols} FROM conversational_memory WHERE " + where + tail).format(
         cols=select_list(Message))
     with conn.cursor(row_factory=class_row(Message)) as cur:

@@ -6,7 +6,7 @@ the user in every statement (one shard on Citus).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import class_row
 
@@ -16,19 +16,22 @@ from memory.store.rows import Message
 from memory.store.validation import check_id
 from memory.tables.base import select_list
 
+if TYPE_CHECKING:
+    from memory.manager import MemoryManager
+
 _POP = sql.SQL(
     "DELETE FROM conversational_memory WHERE user_id = %(uid)s AND id = ("
     " SELECT id FROM conversational_memory WHERE user_id = %(uid)s AND thread_id = %(tid)s AND summary_id IS NULL"
     " ORDER BY created_at DESC, id DESC LIMIT 1 FOR UPDATE) RETURNING {cols}")
 
 
-def ids(mm: Any, user_id: Any, thread_id: Any) -> tuple[str, str]:
+def ids(mm: MemoryManager, user_id: Any, thread_id: Any) -> tuple[str, str]:
     """The user and thread ids, checked as the front door checks them."""
     limit = mm.settings.max_id_chars
     return check_id(user_id, "user_id", max_chars=limit), check_id(thread_id, "thread_id", max_chars=limit)
 
 
-def clear_thread(mm: Any, user_id: str, thread_id: str) -> int:
+def clear_thread(mm: MemoryManager, user_id: str, thread_id: str) -> int:
     """Delete every message of the thread and its summaries; the number of messages deleted."""
     uid, tid = ids(mm, user_id, thread_id)
     with mm.db.connection(uid) as conn:
@@ -40,7 +43,7 @@ def clear_thread(mm: Any, user_id: str, thread_id: str) -> int:
         return int(n)
 
 
-def pop_message(mm: Any, user_id: str, thread_id: str) -> Message | None:
+def pop_message(mm: MemoryManager, user_id: str, thread_id: str) -> Message | None:
     """Remove and return the thread's latest unsummarized message (None if there is none)."""
     uid, tid = ids(mm, user_id, thread_id)
     with mm.db.connection(uid) as conn, conn.cursor(row_factory=class_row(Message)) as cur:

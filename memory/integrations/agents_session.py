@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memory.consolidation.writeback import EXPAND_HINT, ConsolidationResult
 from memory.errors import AgentMemError, InvalidInputError
@@ -41,6 +41,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the extra
     raise missing("agents", "openai-agents", exc) from exc
 
+if TYPE_CHECKING:
+    from memory.manager import MemoryManager
+
 __all__ = ["AgentMemSession", "item_to_row", "row_items"]
 
 _STATUS_ORDER = {"ok": 0, "warning": 1, "critical": 2}
@@ -52,7 +55,7 @@ class AgentMemSession(SessionABC):
 
     session_settings: SessionSettings | None = None
 
-    def __init__(self, mm: Any, session_id: str, *, user_id: str, model: str | None = None,
+    def __init__(self, mm: MemoryManager, session_id: str, *, user_id: str, model: str | None = None,
                  consolidate_at: Literal["warning", "critical"] | None = "warning", keep_recent: int = 1,
                  summary_model: Any | None = None, session_settings: SessionSettings | None = None) -> None:
         if consolidate_at not in (None, "warning", "critical"):

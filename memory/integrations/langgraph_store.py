@@ -45,6 +45,7 @@ from datetime import datetime
 from typing import Any, Literal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -257,7 +258,7 @@ class AgentMemStore(BaseStore):
             return self._search(conn, r.user, op, args, queries)
         return self._list(conn, r.user, op, args)
 
-    def _fetch(self, conn: Any, where: sql.Composable, args: dict[str, Any],
+    def _fetch(self, conn: psycopg.Connection[Any], where: sql.Composable, args: dict[str, Any],
                score: sql.Composable = _NO_SCORE, tail: sql.Composable = _NO_TAIL) -> list[dict[str, Any]]:
         stmt = sql.SQL(
             "SELECT * FROM (SELECT s.user_id, s.namespace, s.key, s.value, s.created_at, s.updated_at,"

@@ -10,16 +10,17 @@ A failure is an MCP error whose message says what to do (:mod:`memory.mcp.failur
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 from collections.abc import Callable
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 
 from memory.context.render import format_message
 from memory.errors import NotFoundError
 from memory.mcp.failures import explain
 from memory.mcp.service import Service
+from memory.scoped import UserMemory
 
 T = TypeVar("T")
 
@@ -27,10 +28,10 @@ THREAD_URI = "agentmem://threads/{thread_id}"
 SUMMARY_URI = "agentmem://summaries/{summary_id}"
 
 
-def register_resources(server: Any, service: Service) -> list[str]:
+def register_resources(server: MCPServer, service: Service) -> list[str]:
     """Add the thread and summary resource templates to ``server``; returns their URI templates."""
 
-    def act(ctx: Context, work: Callable[[Any], T]) -> T:
+    def act(ctx: Context, work: Callable[[UserMemory], T]) -> T:
         try:
             return service.run(ctx.headers, work)
         except Exception as exc:
@@ -40,7 +41,7 @@ def register_resources(server: Any, service: Service) -> list[str]:
                      description="A conversation thread of the user: every message, oldest first; consolidated "
                                  "messages carry their [Summary ID: ...].")
     def thread(thread_id: str, ctx: Context) -> str:
-        def work(mem: Any) -> str:
+        def work(mem: UserMemory) -> str:
             rows = mem.thread(thread_id).history()
             if not rows:
                 raise NotFoundError(f"no thread {thread_id!r} for this user")

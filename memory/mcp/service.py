@@ -19,12 +19,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from collections.abc import Callable
 
 from memory.errors import AgentMemError, DatabaseUnavailableError
 from memory.mcp.auth import Identity
 from memory.settings import Settings
+
+if TYPE_CHECKING:
+    from memory.manager import MemoryManager
+    from memory.scoped import UserMemory
 
 T = TypeVar("T")
 
@@ -40,10 +44,10 @@ class Service:
         self._embedder = embedder
         self._model = model
         self._model_loaded = model is not None
-        self._mm: Any = None
+        self._mm: MemoryManager | None = None
         self._lock = threading.Lock()
 
-    def manager(self) -> Any:
+    def manager(self) -> MemoryManager:
         """The open manager; opens it (migrations included) on first use, again after a failed open."""
         if self._mm is not None:
             return self._mm
@@ -56,7 +60,7 @@ class Service:
                 self._mm = MemoryManager.open(self.settings, embedder=self._embedder)
             return self._mm
 
-    def run(self, headers: Mapping[str, str] | None, work: Callable[[Any], T]) -> T:
+    def run(self, headers: Mapping[str, str] | None, work: Callable[[UserMemory], T]) -> T:
         """``work(mm.user(u))`` for the user ``u`` of a request with these headers (see the module docstring)."""
         user = self.identity.user_for(headers)
         mm = self.manager()
@@ -66,7 +70,7 @@ class Service:
             self._drop_if_down(mm)
             raise
 
-    def _drop_if_down(self, mm: Any) -> None:
+    def _drop_if_down(self, mm: MemoryManager) -> None:
         import psycopg
 
         try:

@@ -65,7 +65,7 @@ class MiniLMEmbedder:
         try:
             from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated
         except ImportError:  # pragma: no cover
             pass
         if threads > 0:  # torch's default (a thread per core) thrashes on a busy host

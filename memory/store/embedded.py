@@ -60,7 +60,7 @@ def start_server(data_dir: Path, *, runtime_dir: Path | None = None, delete_on_e
     try:
         with warnings.catch_warnings():  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
-            import pgserver
+            from pgserver.postgres_server import get_server  # where it is defined (the package re-exports it)
     except ImportError as exc:  # pragma: no cover - a declared dependency
         raise DatabaseUnavailableError(
             "no database URL is set and the embedded server package is missing: "
@@ -80,7 +80,7 @@ def start_server(data_dir: Path, *, runtime_dir: Path | None = None, delete_on_e
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            server = pgserver.get_server(data_dir, cleanup_mode="delete" if delete_on_exit else "stop")
+            server = get_server(data_dir, cleanup_mode="delete" if delete_on_exit else "stop")
         except Exception as exc:
             raise DatabaseUnavailableError(
                 f"could not start the embedded PostgreSQL in {data_dir}: {exc}. "
