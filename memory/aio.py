@@ -38,7 +38,7 @@ import uuid
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import AsyncIterator, Iterable, Mapping
 
 import psycopg
@@ -61,6 +61,9 @@ from memory.store.rows import Entity, Fact, KnowledgeItem, Message, Summary, Wor
 from memory.tables.conversation import NewMessage
 from memory.tables.facts import Remembered
 from memory.tables.search import MemoryHit, SearchWeights
+
+if TYPE_CHECKING:
+    from memory.manager import MemoryManager
 
 
 @dataclass
@@ -99,7 +102,8 @@ class AsyncDatabase:
             await pool.open(wait=True, timeout=30)
         except PoolTimeout as exc:
             await pool.close()
-            raise DatabaseUnavailableError(f"could not open connections to {_conninfo.redact(conninfo)}: {exc}") from exc
+            raise DatabaseUnavailableError(
+                f"could not open connections to {_conninfo.redact(conninfo)}: {exc}") from exc
         return cls(conninfo, schema, pool, health)
 
     @asynccontextmanager
@@ -195,8 +199,8 @@ async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
 class AsyncMemoryManager:
     """The hot path of ``MemoryManager``, awaited (see the module docstring)."""
 
-    def __init__(self, planner: Any, adb: AsyncDatabase) -> None:
-        self._mm = planner  # a MemoryManager: its table objects describe the operations
+    def __init__(self, planner: MemoryManager, adb: AsyncDatabase) -> None:
+        self._mm = planner  # its table objects describe the operations
         self.adb = adb
 
     @classmethod
@@ -218,11 +222,11 @@ class AsyncMemoryManager:
 
     @property
     def settings(self) -> Settings:
-        return self._mm.settings  # type: ignore[no-any-return]
+        return self._mm.settings
 
     @property
     def embeddings(self) -> EmbeddingService:
-        return self._mm.embeddings  # type: ignore[no-any-return]
+        return self._mm.embeddings
 
     async def close(self) -> None:
         await self.adb.close()
@@ -263,7 +267,8 @@ class AsyncMemoryManager:
                                                                 include_summarized=include_summarized))
 
     # -- reads the context is made of -------------------------------------------------------
-    async def read_knowledge(self, query: str, *, user_id: str, k: int = 5, hybrid: bool = True) -> list[Hit[KnowledgeItem]]:
+    async def read_knowledge(self, query: str, *, user_id: str, k: int = 5,
+                             hybrid: bool = True) -> list[Hit[KnowledgeItem]]:
         return await self._run(self._mm.knowledge.read_knowledge_op(query, user_id=user_id, k=k, hybrid=hybrid))
 
     async def read_workflows(self, query: str, *, user_id: str, k: int = 3, hybrid: bool = True) -> list[Hit[Workflow]]:
@@ -304,7 +309,7 @@ class AsyncMemoryManager:
         return await asyncio.to_thread(self._mm.monitor_context_window, context, model)
 
     def summarizer(self, model: Any | None = None, **kwargs: Any) -> Summarizer:
-        return self._mm.summarizer(model, **kwargs)  # type: ignore[no-any-return]
+        return self._mm.summarizer(model, **kwargs)
 
     async def summarize_conversation(self, *, user_id: str, thread_id: str, keep_recent: int = 0,
                                      model: Any | None = None, summarizer: Summarizer | None = None,

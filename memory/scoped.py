@@ -181,7 +181,8 @@ class ThreadMemory:
     # -- messages --------------------------------------------------------------------------
     def write(self, role: str, content: str, **fields: Any) -> Message:
         """``write_conversational_memory``: store one message (tool_call_id, tool_calls, metadata ...)."""
-        return self.mm.write_conversational_memory(role, content, user_id=self.user_id, thread_id=self.thread_id, **fields)
+        return self.mm.write_conversational_memory(role, content, user_id=self.user_id, thread_id=self.thread_id,
+                                                   **fields)
 
     def write_many(self, messages: Iterable[NewMessage | Mapping[str, Any]], *, embed: bool = True) -> list[Message]:
         """``write_messages``: store messages in order, all or none."""
@@ -193,12 +194,14 @@ class ThreadMemory:
 
     def history(self, *, include_summarized: bool = True) -> list[Message]:
         """``read_thread``: every message of the thread in order, summarized ones included."""
-        return self.mm.read_thread(user_id=self.user_id, thread_id=self.thread_id, include_summarized=include_summarized)
+        return self.mm.read_thread(user_id=self.user_id, thread_id=self.thread_id,
+                                   include_summarized=include_summarized)
 
     def correct(self, wrong: str, right: str, *, message_id: int | None = None,
                 fact_id: str | uuid.UUID | None = None) -> Correction:
         """``correct``: append an explicit correction (and supersede ``fact_id`` with ``right``)."""
-        return self.mm.correct(wrong, right, user_id=self.user_id, thread_id=self.thread_id, message_id=message_id, fact_id=fact_id)
+        return self.mm.correct(wrong, right, user_id=self.user_id, thread_id=self.thread_id, message_id=message_id,
+                               fact_id=fact_id)
 
     def search(self, query: str, *, k: int = 10, scope: str | Iterable[str] | None = None) -> list[MemoryHit]:
         """``search_memory`` within this thread."""
@@ -216,14 +219,16 @@ class ThreadMemory:
     def consolidate(self, *, keep_recent: int = 0, model: Any | None = None, summarizer: Summarizer | None = None,
                     focus: str | None = None) -> ConsolidationResult:
         """``summarize_conversation``: summarise the unsummarized whole turns and mark them, atomically."""
-        return self.mm.summarize_conversation(user_id=self.user_id, thread_id=self.thread_id, keep_recent=keep_recent, model=model,
-                                              summarizer=summarizer, focus=focus)
+        return self.mm.summarize_conversation(user_id=self.user_id, thread_id=self.thread_id,
+                                              keep_recent=keep_recent, model=model, summarizer=summarizer,
+                                              focus=focus)
 
     def offload(self, context: str, *, summary_id: str | uuid.UUID | None = None, keep_recent: int = 0,
                 model: Any | None = None, summarizer: Summarizer | None = None) -> Offload:
         """``offload_to_summary``: rewrite the conversation section of ``context`` into summary references."""
-        return self.mm.offload_to_summary(context, user_id=self.user_id, thread_id=self.thread_id, summary_id=summary_id, keep_recent=keep_recent,
-                                          model=model, summarizer=summarizer)
+        return self.mm.offload_to_summary(context, user_id=self.user_id, thread_id=self.thread_id,
+                                          summary_id=summary_id, keep_recent=keep_recent, model=model,
+                                          summarizer=summarizer)
 
     def expand(self, summary_id: str | uuid.UUID) -> ExpandedSummary:
         """``expand_summary``: the summary and every message it replaced."""

@@ -157,7 +157,8 @@ class Toolbox:
         names = list(names) if names is not None else [None] * len(funcs)
         if len(names) != len(funcs):
             raise InvalidInputError("names must have one entry per function")
-        specs = [describe_function(f, n) for f, n in zip(funcs, names, strict=False)]  # all described before anything is written
+        # all described before anything is written
+        specs = [describe_function(f, n) for f, n in zip(funcs, names, strict=False)]
         return self._register(specs, funcs, [""] * len(specs), augment=augment, timeout=timeout)
 
     def register_schema(self, schema: Any, handler: Callable[..., Any] | None = None, *,

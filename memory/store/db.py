@@ -147,7 +147,8 @@ VECTOR_SCHEMA = ("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.
 
 
 def search_path(schema: str, vector_schema: str | None) -> sql.Composed:
-    return sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(schema), sql.Identifier(vector_schema or "public"))
+    return sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(schema),
+                                                       sql.Identifier(vector_schema or "public"))
 
 
 def _configure(schema: str, health: _PoolHealth | None = None) -> Callable[[psycopg.Connection[Any]], None]:
