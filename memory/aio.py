@@ -45,6 +45,7 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from memory.aio_scoped import AsyncThreadMemory, AsyncUserMemory
 from memory.consolidation.monitor import ContextStatus, ContextUsage
 from memory.consolidation.summarizer import Summarizer
 from memory.consolidation.writeback import ConsolidationResult, ExpandedSummary
@@ -64,6 +65,8 @@ from memory.tables.search import MemoryHit, SearchWeights
 
 if TYPE_CHECKING:
     from memory.manager import MemoryManager
+
+__all__ = ["AsyncDatabase", "AsyncMemoryManager", "AsyncThreadMemory", "AsyncUserMemory", "aexecute", "arun"]
 
 
 @dataclass
@@ -227,6 +230,10 @@ class AsyncMemoryManager:
     @property
     def embeddings(self) -> EmbeddingService:
         return self._mm.embeddings
+
+    def user(self, user_id: str) -> AsyncUserMemory:
+        """A handle on one user's memory (``user_id`` validated once); ``.thread(id)`` narrows it to a thread."""
+        return AsyncUserMemory(self, user_id)
 
     async def close(self) -> None:
         await self.adb.close()
