@@ -2,10 +2,11 @@
 
 A row model (``Message``, ``KnowledgeItem``, ``Tool`` ...) mirrors its table and carries
 no score. A search wraps each row it returns in a ``Hit``: ``score`` is the value the
-result list is ordered by (higher is better; its scale is documented by the search that
-made it), and ``signals`` names each signal that contributed (``"vector"``,
-``"keyword"``, ``"time"``, ``"recency"``, ``"neighbour"`` ...) with its own value, so a
-caller or an inspector can see why a row came back.
+result list is ordered by (higher is better). The searches of memory (similarity
+reads, ``search_memory``) share one absolute scale, :func:`memory.retrieval.fusion.fuse`
+of the signals; the toolbox documents its own. ``signals`` names each signal that
+contributed (``"vector"``, ``"keyword"``, ``"time"``, ``"recency"``, ``"neighbour"`` ...)
+with its own value, so a caller or an inspector can see why a row came back.
 """
 
 from __future__ import annotations
