@@ -161,8 +161,10 @@ class Table:
         rows from the gin index (a rare word brings all its rows, a common one a
         bounded sample). A word's document frequency is the number of rows it brought
         (exact below that bound, the bound above it) among the rows matching ``where``,
-        counted up to :data:`DOC_COUNT_CAP`. The best ``pool`` keyword candidates and the
-        ``pool`` nearest rows are scored; ``k`` of them are returned.
+        counted up to :data:`DOC_COUNT_CAP`. The rows the words brought are pre-ranked by
+        the summed IDF of those words, the best ``4 x pool`` get the exact keyword signal,
+        and the best ``pool`` of them and the ``pool`` nearest rows are fused; ``k`` are
+        returned.
         ``columns`` replaces the select list of ``row_cls``'s fields (a table that
         lacks one of them selects a constant in its place).
         """
@@ -191,8 +193,8 @@ class Table:
         qvec = (yield Call(self._embed, ([query],)))[0]
         pool = max(k * 4, 20)
         stmt = _similar_statement(table, row_cls, where, columns)
-        args = dict(params, qvec=qvec, pool=pool, q=query, hybrid=hybrid, min_terms=MIN_TERMS,
-                    n_cap=DOC_COUNT_CAP, max_terms=self.settings.search_max_terms,
+        args = dict(params, qvec=qvec, pool=pool, prepool=4 * pool, q=query, hybrid=hybrid,
+                    min_terms=MIN_TERMS, n_cap=DOC_COUNT_CAP, max_terms=self.settings.search_max_terms,
                     cap=self.settings.search_term_candidates)
         uid = params.get("uid")
         yield self._search_settings_sql(uid)
@@ -227,13 +229,18 @@ KEYWORD_CTES = (
     " n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {tbl} WHERE %(hybrid)s AND ({where}) LIMIT %(n_cap)s) s),"
     " hits AS (SELECT lex.ord, h.key FROM lex CROSS JOIN LATERAL ("
     "   SELECT {key} AS key FROM {tbl} WHERE search_tsv @@ lex.tq AND ({where}) LIMIT %(cap)s) h),"
-    " idf AS (SELECT lex.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf"
-    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT count(*) AS df FROM hits WHERE hits.ord = lex.ord) d),"
+    " dfs AS (SELECT ord, count(*) AS df FROM hits GROUP BY ord),"
+    " idf AS (SELECT lex.ord, lex.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf"
+    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT coalesce(max(dfs.df), 0) AS df FROM dfs"
+    "     WHERE dfs.ord = lex.ord) d),"
+    # pre-ranked by the words that brought each row (cheap), the best %(prepool)s scored exactly
+    " pre AS (SELECT hits.key FROM hits JOIN idf ON idf.ord = hits.ord"
+    "   GROUP BY hits.key ORDER BY sum(idf.idf) DESC, hits.key LIMIT %(prepool)s),"
     " kw AS (SELECT x.{key} AS key,"
     "   (SELECT sum(idf.idf) FROM idf WHERE x.search_tsv @@ idf.tq)"
     "   / nullif(greatest((SELECT sum(idf) FROM idf),"
     "                     %(min_terms)s * ln(1 + ((SELECT n FROM n) + 0.5) / 0.5)), 0) AS ks"
-    "   FROM {tbl} x WHERE x.{key} IN (SELECT key FROM hits) AND ({where})"
+    "   FROM {tbl} x WHERE x.{key} IN (SELECT key FROM pre) AND ({where})"
     "   ORDER BY ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.{key} LIMIT %(pool)s)"
 )
 
