@@ -52,15 +52,19 @@ class Database:
     applied: list[str] = field(default_factory=list)
     health: _PoolHealth | None = None
 
-    def connection(self, user_id: str | None = None) -> AbstractContextManager[psycopg.Connection[Any]]:
+    def connection(self, user_id: str | None = None, *,
+                   scope: bool = True) -> AbstractContextManager[psycopg.Connection[Any]]:
         """``with db.connection() as conn:`` is one transaction.
 
         With ``user_id`` the transaction first sets ``agentmem.user_id`` locally (it ends
         with the transaction, so a pooled connection never carries it to the next user):
         the key of the row-level-security policies that apply when agentmem connects
         through a non-owner role (see ``memory.store.isolation``). The owner bypasses them.
+        ``scope=False``: the caller sends that statement itself, as the transaction's first
+        (``memory.store.ops.run`` sends it in one round trip with the settings that open a
+        search); errors are still reported for ``user_id``.
         """
-        return _transaction(self.pool, user_id, self.health)
+        return _transaction(self.pool, user_id, self.health, scope)
 
     def close(self) -> None:
         self.pool.close()
@@ -118,12 +122,12 @@ def translate(exc: BaseException, user_id: str | None, used: Any, health: _PoolH
 
 @contextmanager
 def _transaction(pool: ConnectionPool, user_id: str | None,
-                 health: _PoolHealth | None) -> Iterator[psycopg.Connection[Any]]:
+                 health: _PoolHealth | None, scope: bool = True) -> Iterator[psycopg.Connection[Any]]:
     used: psycopg.Connection[Any] | None = None
     try:
         with pool.connection() as conn:
             used = conn
-            if user_id is not None:
+            if user_id is not None and scope:
                 conn.execute(user_scope(user_id))
             yield conn
     except (PoolTimeout, psycopg.Error) as exc:  # the one place driver errors become agentmem errors

@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 from collections.abc import Callable, Generator
 
+from psycopg import sql
 from psycopg.rows import class_row, dict_row
+
+from memory.store.db import user_scope
 
 T = TypeVar("T")
 
@@ -129,13 +132,25 @@ def run(db: Any, op: Op[T]) -> T:
             else:
                 if tx is None:
                     tx = ExitStack()
-                    conn = tx.enter_context(db.connection(step.user))
+                    together = _with_user_scope(step)
+                    conn = tx.enter_context(db.connection(step.user, scope=together is None))
+                    step = together or step
                 result = execute(conn, step)
     except BaseException:
         op.close()
         if tx is not None:
             tx.__exit__(*sys.exc_info())  # rollback; raises the translated error where there is one
         raise
+
+
+def _with_user_scope(step: Sql) -> Sql | None:
+    """A transaction's first statement with its user scope in front, when both fit in one
+    simple-protocol round trip (a statement without parameters or rows, such as a
+    search's ``SET LOCAL`` settings); None otherwise (the scope is sent on its own)."""
+    if step.user is None or step.params is not None or step.fetch != "none":
+        return None
+    stmt = step.stmt if isinstance(step.stmt, sql.Composable) else sql.SQL(step.stmt)
+    return replace(step, stmt=user_scope(step.user) + sql.SQL("; ") + stmt)
 
 
 class _Rollback(Exception):

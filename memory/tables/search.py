@@ -161,7 +161,11 @@ class _Candidate:
 # (found through its gin index) has any query word; every candidate gets both scores;
 # candidates are the top ``pool`` of either signal. This is the exact shape: every
 # matching row is scored, so it is used where a user's rows are few (summaries, facts,
-# and messages up to ``search_exact_max_rows``).
+# and messages up to ``search_exact_max_rows``). The user's messages are read once
+# (``me_rows``: each row's distance to the query and its keyword window) and counted,
+# keyword-matched and vector-ranked from that one read; a candidate finds its keyword
+# score in one jsonb object (``me_kw_of``, the exact float8 as text) rather than by a
+# join, which the planner, blind to a CTE's size, ran as a nested loop over every match.
 _HEAD = TERMS_CTE + ", lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq FROM terms)"
 
 #: The filters of a message row ``m`` (thread, time, expiry).
@@ -171,13 +175,13 @@ _M_WHERE = ("m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(t
             " AND (m.expires_at IS NULL OR m.expires_at > now())")
 
 _MSG_EXACT = """,
-me_total AS (
-    SELECT count(*) AS n FROM conversational_memory m
-    JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id WHERE """ + _M_WHERE + """),
+me_rows AS MATERIALIZED (
+    SELECT m.id AS key, m.embedding <=> %(qvec)s AS d, c.context_tsv AS tsv
+    FROM conversational_memory m
+    LEFT JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id WHERE """ + _M_WHERE + """),
+me_total AS (SELECT count(tsv) AS n FROM me_rows),
 me_matched AS (
-    SELECT m.id AS key, c.context_tsv AS tsv, ts_filter(c.context_tsv, ARRAY['a']::"char"[]) AS tsv_a
-    FROM conversational_memory m JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id
-    WHERE """ + _M_WHERE + """ AND c.context_tsv @@ (SELECT tq FROM tsq)
+    SELECT key, tsv, ts_filter(tsv, ARRAY['a']::"char"[]) AS tsv_a FROM me_rows WHERE tsv @@ (SELECT tq FROM tsq)
 ),
 me_idf AS (
     SELECT lex.tq, ln(1 + ((SELECT n FROM me_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
@@ -190,10 +194,8 @@ me_kw AS (
                              %(min_terms)s * ln(1 + ((SELECT n FROM me_total) + 0.5) / 0.5)), 0) AS ks
     FROM me_matched JOIN me_idf ON me_matched.tsv @@ me_idf.tq GROUP BY me_matched.key
 ),
-me_vec AS (
-    SELECT m.id AS key FROM conversational_memory m
-    WHERE """ + _M_WHERE + """ AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qvec)s LIMIT %(pool)s
-),
+me_kw_of AS (SELECT jsonb_object_agg(key::text, ks::text) AS ks FROM me_kw),
+me_vec AS (SELECT key FROM me_rows WHERE d IS NOT NULL ORDER BY d LIMIT %(pool)s),
 me_cand AS (
     SELECT key FROM me_vec UNION SELECT key FROM (SELECT key FROM me_kw ORDER BY ks DESC LIMIT %(pool)s) k
 )"""
@@ -275,8 +277,8 @@ LEFT JOIN LATERAL (SELECT q.id FROM conversational_memory q
     WHERE q.user_id = %(uid)s AND q.thread_id = m.thread_id AND (q.created_at, q.id) > (m.created_at, m.id)
     ORDER BY q.created_at, q.id LIMIT 1) nxt ON true"""
 
-_MSG_EXACT_SELECT = _MSG_COLS + """
-JOIN me_cand ON me_cand.key = m.id LEFT JOIN me_kw kw ON kw.key = m.id
+_MSG_EXACT_SELECT = _MSG_COLS.replace("coalesce(kw.ks, 0) AS ks", "coalesce(((SELECT ks FROM me_kw_of) ->> m.id::text)::float8, 0) AS ks") + """
+JOIN me_cand ON me_cand.key = m.id
 WHERE m.user_id = %(uid)s"""
 
 _MSG_INDEXED_SELECT = _MSG_COLS + """
