@@ -1,8 +1,8 @@
 """agentmem next to its peers, side by side in one process: ingest and search.
 
     pip install -e '.[bench]'        # langgraph-checkpoint-postgres (mem0 is not used)
-    python bench/peers.py [--backend onnx|torch] [--threads 1] [--rounds 3] [--queries 60]
-                          [--scale 100000] [--json out.json]
+    python bench/peers.py [--backend onnx|torch] [--peer-embedder same|default] [--threads 1]
+                          [--rounds 3] [--queries 60] [--scale 100000] [--json out.json]
 
 Every system gets the same texts (LoCoMo turns), the same queries (LoCoMo questions),
 the same embedded PostgreSQL server (one database per phase, so no system's tables
@@ -26,6 +26,18 @@ Phases:
    vector plus small noise, loaded through each system's own write API with a lookup
    embedder (the load is not timed: it would only time the lookup); search as above,
    queries embedded by the real encoder. ``--scale 0`` skips the phase.
+
+The embedder is wrapped to time its calls, so every ingest and search figure comes with
+the part spent in the embedder and the rest (the system's own part: its SQL, its Python,
+its round trips), each in the same run; ratios are printed for both. Configurations
+(``--peer-embedder``):
+
+* ``same`` (default): one embedder object for every system (``--backend``), so the
+  embedder's part is the same work for all;
+* ``default``: what each system's users get by default for this model: the peers
+  sentence-transformers/torch MiniLM from the packaged weights (as langchain's
+  ``HuggingFaceEmbeddings`` would load it), agentmem its default backend (ONNX int8).
+  Every table says which configuration it is; the scale phase runs in ``same`` only.
 
 agentmem's embedding cache is off (``embedding_cache_size=0``) so repeated rounds embed
 every text and query again, like the peers.
@@ -61,6 +73,22 @@ from memory.settings import default_cache_dir  # noqa: E402
 K = 10
 
 
+class Timed:
+    """An embedder that counts the seconds spent in it (shared by every system it is given to)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name, self.dimension, self.backend = inner.name, inner.dimension, inner.backend
+        self.seconds = 0.0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        t0 = time.perf_counter()
+        try:
+            return self.inner.embed(texts)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+
 class Lookup:
     """Precomputed vectors under the real encoder's name: loads rows without timing a model."""
 
@@ -94,6 +122,7 @@ class Agentmem:
 
     def __init__(self, uri: str, encoder: Any, lookup: Any) -> None:
         settings = Settings.from_env(database_url=uri, schema="agentmem", embedding_cache_size=0, pool_max_size=2)
+        self.encoder = encoder
         self.mm = MemoryManager.open(settings, embedder=encoder)
         self.bulk = MemoryManager.open(settings, embedder=lookup) if lookup is not None else None
 
@@ -106,6 +135,9 @@ class Agentmem:
             chunk = texts[i:i + 2000]
             self.bulk.write_messages([{"role": "user", "content": c} for c in chunk], user_id=user, thread_id="t")
             self.bulk.write_knowledge_batch([{"content": c} for c in chunk], user_id=user)
+
+    def after_load(self) -> None:  # agentmem keeps its indexes up to date as it writes
+        pass
 
     def searches(self) -> dict[str, Callable[[str, str], Any]]:
         return {"agentmem search_memory": lambda u, q: self.mm.search_memory(q, user_id=u, k=K),
@@ -126,6 +158,7 @@ class LangChain:
 
         from memory.tables.vectorstore import sqlalchemy_url
 
+        self.encoder = encoder
         self.engine = PGEngine.from_connection_string(
             sqlalchemy_url(uri), connect_args={"options": "-c hnsw.iterative_scan=strict_order -c hnsw.ef_search=100"})
         self.engine.init_vectorstore_table("lc_docs", encoder.dimension, metadata_columns=[Column("user_id", "TEXT")])
@@ -135,8 +168,10 @@ class LangChain:
                                              table_name="lc_docs", metadata_columns=["user_id"])
 
         self.store = store(encoder)
-        self.store.apply_vector_index(HNSWIndex())
-        self.bulk = store(lookup) if lookup is not None else None
+        self.index = HNSWIndex()
+        if lookup is None:
+            self.store.apply_vector_index(self.index)
+        self.bulk = store(lookup) if lookup is not None else None  # the scale phase: the index is built after the load
 
     def ingest(self, user: str, turns: Sequence[tuple[str, str]]) -> None:
         self.store.add_texts([c for _, c in turns], metadatas=[{"user_id": user}] * len(turns))
@@ -145,6 +180,9 @@ class LangChain:
         for i in range(0, len(texts), 2000):
             chunk = list(texts[i:i + 2000])
             self.bulk.add_texts(chunk, metadatas=[{"user_id": user}] * len(chunk))
+
+    def after_load(self) -> None:
+        self.store.apply_vector_index(self.index)
 
     def searches(self) -> dict[str, Callable[[str, str], Any]]:
         return {"langchain-postgres similarity_search":
@@ -160,6 +198,8 @@ class LangGraph:
     def __init__(self, uri: str, encoder: Any, lookup: Any) -> None:
         from langgraph.store.postgres import PostgresStore
         from psycopg.rows import dict_row
+
+        self.encoder = encoder
 
         def store(emb: Any) -> tuple[Any, Any]:
             conn = psycopg.connect(uri, autocommit=True, prepare_threshold=0, row_factory=dict_row)
@@ -182,6 +222,9 @@ class LangGraph:
         for i in range(0, len(texts), 2000):
             self._put(self.bulk, user, texts[i:i + 2000])
 
+    def after_load(self) -> None:  # PostgresStore.setup() creates its vector index; it is kept up to date
+        pass
+
     def searches(self) -> dict[str, Callable[[str, str], Any]]:
         return {"LangGraph PostgresStore search": lambda u, q: self.store.search(("users", u), query=q, limit=K)}
 
@@ -202,8 +245,11 @@ def new_database(uri: str, name: str) -> str:
     return psycopg.conninfo.make_conninfo(uri, dbname=name)
 
 
-def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int) -> dict[str, list[float]]:
+def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int
+                  ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per search: the seconds of the whole call and the seconds spent in the embedder."""
     lat: dict[str, list[float]] = {}
+    emb: dict[str, list[float]] = {}
     for sys_ in systems:  # warm-up: one query each, untimed
         for name, fn in sys_.searches().items():
             fn(*asks[0])
@@ -212,40 +258,110 @@ def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int) 
         for sys_ in order:
             for name, fn in sys_.searches().items():
                 for u, q in asks:
+                    e0 = sys_.encoder.seconds
                     t0 = time.perf_counter()
                     hits = fn(u, q)
                     lat.setdefault(name, []).append(time.perf_counter() - t0)
+                    emb.setdefault(name, []).append(sys_.encoder.seconds - e0)
                     if not hits:
                         raise SystemExit(f"{name} found nothing for {q!r} of {u}: the comparison would be void")
-    return lat
+    return lat, emb
 
 
-def report_search(title: str, lat: dict[str, list[float]]) -> dict[str, Any]:
+def report_search(title: str, timings: tuple[dict[str, list[float]], dict[str, list[float]]]) -> dict[str, Any]:
+    lat, emb = timings
     stats = {name: percentiles(v) for name, v in lat.items()}
-    peers = {n: s for n, s in stats.items() if not n.startswith("agentmem")}
-    fastest = min(peers, key=lambda n: peers[n]["p95_ms"])
+    own = {name: percentiles([t - e for t, e in zip(v, emb[name])]) for name, v in lat.items()}
+    embs = {name: percentiles(v) for name, v in emb.items()}
+    peers = [n for n in stats if not n.startswith("agentmem")]
+    fastest = min(peers, key=lambda n: stats[n]["p95_ms"])
+    fastest_own = min(peers, key=lambda n: own[n]["p95_ms"])
     rows = []
     for name, s in stats.items():
-        ratio = s["p95_ms"] / peers[fastest]["p95_ms"]
-        rows.append([name, f"{s['p50_ms']:.1f}", f"{s['p95_ms']:.1f}", f"{ratio:.2f}x", s["n"]])
-    print_table(f"{title}: search p50/p95 ms, query embedding included (k={K}); ratio = p95 / fastest peer's "
-                f"p95 ({fastest})", ["system", "p50 ms", "p95 ms", "p95 ratio", "n"], rows)
-    return stats
+        rows.append([name, f"{s['p50_ms']:.1f}", f"{s['p95_ms']:.1f}", f"{s['p95_ms'] / stats[fastest]['p95_ms']:.2f}x",
+                     f"{embs[name]['p50_ms']:.1f}", f"{own[name]['p50_ms']:.1f}", f"{own[name]['p95_ms']:.1f}",
+                     f"{own[name]['p95_ms'] / own[fastest_own]['p95_ms']:.2f}x", s["n"]])
+    print_table(f"{title}: search ms (k={K}); total = the whole call, query embedding included; own = total minus "
+                f"the time in the embedder; ratios = p95 / fastest peer's p95 (total: {fastest}; own: {fastest_own})",
+                ["system", "p50", "p95", "p95 ratio", "embed p50", "own p50", "own p95", "own p95 ratio", "n"], rows)
+    return {name: dict(total=stats[name], embed=embs[name], own=own[name]) for name in stats}
+
+
+def run_ingest(systems: list[Any], encoders: dict[str, Any], texts: list[str], agentmem_texts: list[str],
+               convs: list[str], by_conv: dict[str, list[tuple[str, str]]], rounds: int, label: str,
+               agentmem_backend: str) -> tuple[dict[str, Any], np.ndarray]:
+    """Interleaved ingest rounds; per system its turns/s and the seconds in and out of the embedder."""
+    rate: dict[str, list[float]] = {}
+    own: dict[str, list[float]] = {}
+    base = np.zeros((0, 1), np.float32)
+    for r in range(rounds):
+        for backend, enc in encoders.items():
+            for what, batch in (("", texts), (", agentmem's texts", agentmem_texts)):
+                t0 = time.perf_counter()
+                out = enc.inner.embed(batch)
+                key = f"raw encoder {backend}{what} (all in one call)"
+                rate.setdefault(key, []).append(len(batch) / (time.perf_counter() - t0))
+                if backend == agentmem_backend and not what:
+                    base = out
+        order = systems if r % 2 == 0 else systems[::-1]
+        for sys_ in order:
+            e0 = sys_.encoder.seconds
+            t0 = time.perf_counter()
+            for c in convs:
+                sys_.ingest(f"r{r}-{c}", by_conv[c])
+            wall = time.perf_counter() - t0
+            rate.setdefault(sys_.label, []).append(len(texts) / wall)
+            own.setdefault(sys_.label, []).append(1000 * (wall - (sys_.encoder.seconds - e0)) / len(texts))
+        log(f"[{label}] ingest round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rate.items()))
+    med = {k: statistics.median(v) for k, v in rate.items()}
+    own_med = {k: statistics.median(v) for k, v in own.items()}
+    limit = med[f"raw encoder {agentmem_backend} (all in one call)"]
+    peers = [k for k in own_med if k != "agentmem"]
+    fastest = max(peers, key=lambda k: med[k])
+    fastest_own = min(peers, key=lambda k: own_med[k])
+    rows = []
+    for k, v in med.items():
+        mine = own_med.get(k)
+        rows.append([k, f"{v:.1f}", f"{v / limit:.2f}", f"{med['agentmem'] / v:.2f}x",
+                     "" if mine is None else f"{mine:.2f}",
+                     "" if mine is None else f"{mine / own_med['agentmem']:.2f}x"])
+    print_table(f"[{label}] ingest (median of {rounds} rounds; one call per conversation); own ms/turn = wall time "
+                f"outside the embedder per turn (for agentmem, what its pipeline leaves exposed); limit = raw "
+                f"{agentmem_backend} on the plain turns",
+                ["system", "turns/s", "/ limit", "agentmem / this", "own ms/turn", "this own / agentmem own"], rows)
+    own_texts = med[f"raw encoder {agentmem_backend}, agentmem's texts (all in one call)"]
+    print(f"[{label}] agentmem / fastest peer ({fastest}): {med['agentmem'] / med[fastest]:.2f}x turns/s; "
+          f"agentmem / raw limit: {med['agentmem'] / limit:.2f} "
+          f"(on agentmem's own texts: {med['agentmem'] / own_texts:.2f}); "
+          f"own time per turn, fastest peer ({fastest_own}) / agentmem: {own_med[fastest_own] / own_med['agentmem']:.2f}x")
+    return {"turns_per_s": rate, "own_ms_per_turn": own}, base
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", choices=("onnx", "torch"), default="onnx")
+    ap.add_argument("--backend", choices=("onnx", "torch"), default="onnx", help="the embedder of configuration same")
+    ap.add_argument("--peer-embedder", choices=("same", "default"), default="same",
+                    help="same: one embedder for all; default: peers torch MiniLM, agentmem ONNX int8")
     ap.add_argument("--threads", type=int, default=1, help="embedding threads, the same for every system")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--queries", type=int, default=60, help="queries per system and round")
-    ap.add_argument("--scale", type=int, default=100_000, help="rows of the scale phase (0: skip it)")
+    ap.add_argument("--scale", type=int, default=100_000, help="rows of the scale phase (0: skip it; same only)")
     ap.add_argument("--json")
     args = ap.parse_args()
-    if args.backend == "onnx":
-        encoder: Any = OnnxMiniLMEmbedder(default_cache_dir(), threads=args.threads)
+
+    def onnx() -> Any:
+        return Timed(OnnxMiniLMEmbedder(default_cache_dir(), threads=args.threads))
+
+    def torch() -> Any:
+        return Timed(MiniLMEmbedder(threads=args.threads))
+
+    if args.peer_embedder == "same":
+        mine = peer = onnx() if args.backend == "onnx" else torch()
+        label = f"same embedder: {mine.backend} for every system"
     else:
-        encoder = MiniLMEmbedder(threads=args.threads)
+        mine, peer = onnx(), torch()
+        label = f"default embedders: agentmem {mine.backend}, peers {peer.backend}"
+    encoders = {e.backend: e for e in (mine, peer)}
     rng = random.Random(7)
     turns = locomo_turns()
     questions = locomo_questions()
@@ -253,74 +369,55 @@ def main() -> None:
     by_conv = {c: [("user" if i % 2 == 0 else "assistant", t.text) for i, t in
                    enumerate(x for x in turns if x.conversation == c)] for c in convs}
     texts = [t.text for t in turns]
-    result: dict[str, Any] = {"backend": encoder.backend, "threads": args.threads}
-    log(f"backend {encoder.backend}, {args.threads} thread(s), {len(texts)} turns, {len(questions)} questions")
+    agentmem_texts = [f"{r}: {c}" for c in convs for r, c in by_conv[c]]  # what agentmem embeds (role: content)
+    result: dict[str, Any] = {"configuration": label, "threads": args.threads}
+    log(f"{label}; {args.threads} thread(s), {len(texts)} turns, {len(questions)} questions")
 
     with embedded_server() as uri:
         # Phase 1: LoCoMo size.
         db = new_database(uri, "p_locomo")
-        systems = [cls(db, encoder, None) for cls in SYSTEMS]
-        ingest: dict[str, list[float]] = {"raw encoder (all turns in one call)": []}
-        base = np.zeros((0, encoder.dimension), np.float32)
-        for r in range(args.rounds):
-            t0 = time.perf_counter()
-            base = encoder.embed(texts)
-            ingest["raw encoder (all turns in one call)"].append(len(texts) / (time.perf_counter() - t0))
-            order = systems if r % 2 == 0 else systems[::-1]
-            for sys_ in order:
-                t0 = time.perf_counter()
-                for c in convs:
-                    sys_.ingest(f"r{r}-{c}", by_conv[c])
-                ingest.setdefault(sys_.label, []).append(len(texts) / (time.perf_counter() - t0))
-            log(f"ingest round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in ingest.items()))
-        med = {k: statistics.median(v) for k, v in ingest.items()}
-        limit = med["raw encoder (all turns in one call)"]
-        fastest_peer = max(v for k, v in med.items() if k not in ("agentmem", "raw encoder (all turns in one call)"))
-        print_table(f"ingest, turns/s (median of {args.rounds} rounds; one call per conversation)",
-                    ["system", "turns/s", "/ raw limit", "agentmem / this"],
-                    [[k, f"{v:.1f}", f"{v / limit:.2f}", f"{med['agentmem'] / v:.2f}x"] for k, v in med.items()])
-        print(f"agentmem / fastest peer: {med['agentmem'] / fastest_peer:.2f}x; agentmem / raw limit: "
-              f"{med['agentmem'] / limit:.2f}")
-        result["ingest_turns_per_s"] = ingest
+        systems = [cls(db, mine if cls is Agentmem else peer, None) for cls in SYSTEMS]
+        result["ingest"], base = run_ingest(systems, encoders, texts, agentmem_texts, convs, by_conv, args.rounds,
+                                            label, mine.backend)
         # read_knowledge needs knowledge rows: the turns of round 0's users, vectors reused.
         vec_of = {t: base[i] for i, t in enumerate(texts)}
-        bulk = MemoryManager.open(Settings.from_env(database_url=db, schema="agentmem"), embedder=Lookup(encoder, vec_of))
+        bulk = MemoryManager.open(Settings.from_env(database_url=db, schema="agentmem"), embedder=Lookup(mine, vec_of))
         for c in convs:
             bulk.write_knowledge_batch([{"content": t} for _, t in by_conv[c]], user_id=f"r0-{c}")
         bulk.close()
         asks = [(f"r0-{q.conversation}", q.text) for q in rng.sample(questions, args.queries)]
-        result["locomo_search"] = report_search("LoCoMo size (3 users, ~480 rows each)",
+        result["locomo_search"] = report_search(f"[{label}] LoCoMo size (3 users, ~480 rows each)",
                                                 search_rounds(systems, asks, args.rounds))
         for s in systems:
             s.close()
 
         # Phase 2: --scale rows, as 200 users and as one user.
-        if args.scale:
+        if args.scale and args.peer_embedder == "same":
             noise = np.random.default_rng(7)
             gen: dict[str, np.ndarray] = {}
             rows = []
             for i in range(args.scale):
                 j = i % len(texts)
                 text = f"{texts[j]} (#{i})"
-                v = base[j] + 0.1 * noise.standard_normal(encoder.dimension).astype(np.float32) / np.sqrt(
-                    encoder.dimension)
+                v = base[j] + 0.1 * noise.standard_normal(mine.dimension).astype(np.float32) / np.sqrt(mine.dimension)
                 gen[text] = v / np.linalg.norm(v)
                 rows.append(text)
-            lookup = Lookup(encoder, gen)
-            for label, users in (("200 users", 200), ("one user", 1)):
-                db = new_database(uri, "p_" + label.replace(" ", "_"))
-                systems = [cls(db, encoder, lookup) for cls in SYSTEMS]
+            lookup = Lookup(mine, gen)
+            for layout, users in (("200 users", 200), ("one user", 1)):
+                db = new_database(uri, "p_" + layout.replace(" ", "_"))
+                systems = [cls(db, mine, lookup) for cls in SYSTEMS]
                 per = args.scale // users
                 for sys_ in systems:
                     t0 = time.perf_counter()
                     for u in range(users):
                         sys_.load(f"u{u:03d}", rows[u * per:(u + 1) * per])
-                    log(f"{label}: loaded {args.scale} rows into {sys_.label} in {time.perf_counter() - t0:.0f} s")
+                    sys_.after_load()
+                    log(f"{layout}: loaded {args.scale} rows into {sys_.label} in {time.perf_counter() - t0:.0f} s")
                 with psycopg.connect(db, autocommit=True) as conn:
                     conn.execute("VACUUM ANALYZE")
                 asks = [(f"u{rng.randrange(users):03d}", q.text) for q in rng.sample(questions, args.queries)]
-                result[f"search_{label}"] = report_search(f"{args.scale} rows, {label} ({per} rows each)",
-                                                          search_rounds(systems, asks, args.rounds))
+                result[f"search_{layout}"] = report_search(f"[{label}] {args.scale} rows, {layout} ({per} rows each)",
+                                                           search_rounds(systems, asks, args.rounds))
                 for s in systems:
                     s.close()
     print(f"\nload average at end: {environment()['loadavg_at_end']}")
