@@ -141,7 +141,8 @@ def test_settings_the_workers_need_are_sent_as_set_local(stand_in, settings):
         mm.read_knowledge("disk full", user_id=user)
         with mm.db.connection(user) as conn:
             assert conn.execute("SELECT current_setting('agentmem.user_id')").fetchone() == (user,)
-    sent = [s for s in recorder.statements if "agentmem.user_id" in s or "hnsw." in s]
+    # (one round trip may carry several: "SET LOCAL agentmem.user_id = ...; SET LOCAL hnsw...")
+    sent = [p.strip() for s in recorder.statements for p in s.split(";") if "agentmem.user_id" in p or "hnsw." in p]
     assert any(s.startswith("SET LOCAL agentmem.user_id = ") for s in sent)
     assert any(s.startswith("SET LOCAL hnsw.ef_search = ") for s in sent)
     assert not [s for s in sent if "set_config" in s], sent

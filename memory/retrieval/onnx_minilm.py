@@ -40,10 +40,12 @@ from memory.errors import EmbeddingError
 #: Bump when the export recipe changes, so cached files of the old recipe are not used.
 RECIPE = "pooled-normalised-opset17-qint8-perchannel-matmul-v2"
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
-#: Texts per model run, longest together. Smaller runs pad less and their activations stay
-#: in cache: LoCoMo turns as agentmem embeds them ("role: content"), one thread, interleaved
-#: rounds on a loaded machine, 16 per run embedded 1.18-1.28x the texts/s of 64.
-BATCH = 16
+#: Texts per model run, longest together: small runs pad little even among texts of mixed
+#: lengths (write_messages embeds stage by stage, not the whole call at once). Thread CPU
+#: time for LoCoMo's 1,451 turns as agentmem embeds them ("role: content"), one thread:
+#: in one call 5.90 s at 8 per run (5.76 s at 16, 6.47 s at 32); in write_messages' stages
+#: 6.40 s at 8 (7.59 s at 16, 9.04 s at 32).
+BATCH = 8
 
 
 def model_dir() -> Path:
