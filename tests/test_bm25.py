@@ -64,6 +64,18 @@ def test_coverage_is_bounded_and_says_how_much_of_the_query_matched() -> None:
     assert not index.coverage("").any()
 
 
+def test_coverage_prior_weakens_the_matches_of_an_uninformative_query() -> None:
+    index = BM25Index(["pay a bill", "weather forecast for a city", "stock prices", "translate text"])
+    short, long = "pay hosting", "pay the hosting bill of the weather forecast service for stock traders"
+    assert (index.coverage(short, prior=0.0) == index.coverage(short)).all()
+    # The same prior takes a larger share off the short query's coverage than off the long one's.
+    kept_short = index.coverage(short, prior=10.0)[0] / index.coverage(short)[0]
+    kept_long = index.coverage(long, prior=10.0)[0] / index.coverage(long)[0]
+    assert 0 < kept_short < kept_long < 1
+    with pytest.raises(ValueError):
+        index.coverage(short, prior=-1.0)
+
+
 def test_top_is_stable_and_batch_equals_single() -> None:
     index = BM25Index(["alpha beta", "alpha beta", "alpha", "gamma"])
     assert [i for i, _ in index.top("alpha beta", 10)] == [0, 1, 2]  # ties by position; no zero scores

@@ -28,7 +28,8 @@ term counted once. With one field of weight 1 this is plain BM25 (Lucene's form)
 ``k1`` = 1.2 and ``b`` = 0.75 are the usual defaults. :meth:`BM25Index.coverage`
 divides by ``(k1 + 1) * sum idf`` over the query's terms (a term no document holds
 counts at the highest idf), so it says how much of the query a document matches,
-comparable across queries; the raw score is not.
+comparable across queries; the raw score is not. ``coverage(query, prior=p)`` adds
+``p`` to that idf sum: a short query's matches then count for less than a long one's.
 
 The index is immutable and built in one pass (postings as numpy arrays); a reader
 whose documents change builds a new one (2,500 short documents take well under a
@@ -154,10 +155,17 @@ class BM25Index:
                 np.add.at(out, posting[0], posting[1])
         return out
 
-    def coverage(self, query: str) -> np.ndarray:
-        """Scores divided by their bound for this query: in [0, 1), comparable across queries."""
+    def coverage(self, query: str, *, prior: float = 0.0) -> np.ndarray:
+        """Scores divided by their bound for this query: in [0, 1), comparable across queries.
+
+        ``prior``: idf mass added to the query's own in the bound, so a query that
+        carries little information cannot score high (one shared word of a two-word
+        query is weak evidence; ten of a forty-word one is not). 0: the plain share.
+        """
+        if prior < 0:
+            raise ValueError("prior must be >= 0")
         terms = self.terms(query)
-        bound = (self.k1 + 1.0) * sum(self.idf.get(t, self.max_idf) for t in terms)
+        bound = (self.k1 + 1.0) * (sum(self.idf.get(t, self.max_idf) for t in terms) + prior)
         return self.scores(query) / bound if bound > 0 else np.zeros(self.n, dtype=np.float64)
 
     def top(self, query: str, k: int) -> list[tuple[int, float]]:
