@@ -70,6 +70,21 @@ def load_toolbench() -> tuple[dict[tuple[str, str], dict[str, Any]], list[tuple[
     return apis, queries
 
 
+def tool_names(keys: Sequence[tuple[str, str]]) -> list[str]:
+    """The function name ToolBench's own converter gives each (tool, api): ``<api>_for_<tool>``, 64 characters."""
+    names: list[str] = []
+    taken: set[str] = set()
+    for tool, api in keys:
+        base = f"{_standard(api)}_for_{_standard(tool)}"[:64]
+        name, n = base, 2
+        while name in taken:
+            name = f"{base[:60]}_{n}"
+            n += 1
+        taken.add(name)
+        names.append(name)
+    return names
+
+
 def openai_schema(key: tuple[str, str], api: dict[str, Any], name: str) -> dict[str, Any]:
     props: dict[str, Any] = {}
     required = []
@@ -121,16 +136,7 @@ def run_tools(args: Any) -> dict[str, Any]:
 
     apis, queries = load_toolbench()
     keys = list(apis)
-    names: list[str] = []
-    taken: set[str] = set()
-    for tool, api in keys:
-        base = f"{_standard(api)}_for_{_standard(tool)}"[:64]
-        name, n = base, 2
-        while name in taken:
-            name = f"{base[:60]}_{n}"
-            n += 1
-        taken.add(name)
-        names.append(name)
+    names = tool_names(keys)
     position = {name: i for i, name in enumerate(names)}
     index_of = {key: i for i, key in enumerate(keys)}
     relevant = [{index_of[r] for r in rel if r in index_of} for _, _, rel in queries]

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from memory import MemoryManager
-from toolbox import Retrieved, Toolbox, request_parts
+from toolbox import GROUP_WEIGHT, KEYWORD_WEIGHT, NO_TOOL_SCORE, Retrieved, Toolbox, request_parts
 
 pytestmark = pytest.mark.slow
 
@@ -83,8 +83,26 @@ def test_scores_and_signals_explain_the_order(tb: Toolbox) -> None:
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     top = hits[0]
     assert top.item.name == "weather_forecast" and set(top.signals) == {"vector", "keyword", "group"}
-    assert top.score == pytest.approx(top.signals["vector"] + 0.5 * top.signals["keyword"]
-                                      + 3 * top.signals["group"], abs=1e-4)
+    assert top.score == pytest.approx(top.signals["vector"] + KEYWORD_WEIGHT * top.signals["keyword"]
+                                      + GROUP_WEIGHT * top.signals["group"], abs=1e-4)
+
+
+def test_calibration_separates_answerable_from_unanswerable_requests(tb: Toolbox) -> None:
+    # Calibrated on a few requests the catalogue can answer, the threshold keeps other answerable
+    # requests and flags near-topic requests no registered tool serves, which the catalogue-blind
+    # default threshold lets through.
+    box = Toolbox(tb.mm, namespace=tb.namespace)
+    box.register_schemas([s for s, _ in CATALOGUE], categories=[c for _, c in CATALOGUE])
+    unanswerable = ["book a table at a restaurant in Oslo", "order a pizza to my address", "open a bank account",
+                    "set an alarm for 7 am", "write a sonnet about autumn leaves"]
+    assert any(r.best_score >= NO_TOOL_SCORE for r in box.retrieve_many(unanswerable, 1))
+    box.calibrate_min_score(["weather forecast for Bergen", "send an email to Ana", "track parcel CA107308006SI",
+                             "convert 30 euros to dollars", "put a meeting in my calendar", "songs on Spotify",
+                             "how many dollars is 50 pounds"])
+    answerable = ["where is my parcel CA107308006SI now", "is it raining in Lima right now",
+                  "what will the weather be like in Rome on Sunday"]
+    assert [r.suitable for r in box.retrieve_many(answerable, 3)] == [True] * len(answerable)
+    assert [r.suitable for r in box.retrieve_many(unanswerable, 3)] == [False] * len(unanswerable)
 
 
 def test_no_suitable_tool_is_said_below_the_calibrated_score(tb: Toolbox) -> None:
