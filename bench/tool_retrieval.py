@@ -132,6 +132,15 @@ def main() -> None:
                         f"group; augmentation: {llm_label}",
                         ["descriptions", "search", "recall@1", "recall@5", "MRR"], table)
         results["test"] = detail
+        # "No suitable tool": the threshold calibrated on the dev requests, applied to the test requests.
+        table = []
+        for label, tb in (("plain", plain), ("augmented", aug)):
+            threshold = tb.calibrate_min_score(dev_q)
+            kept = sum(r.suitable for r in tb.retrieve_many(test_q, 1)) / len(test_q)
+            results[f"calibrated/{label}"] = {"min_score": threshold, "test_kept": kept}
+            table.append([label, threshold, kept])
+        print_table("No suitable tool: Toolbox.calibrate_min_score(dev requests) (keeps 95 % of them), applied to "
+                    "the test requests", ["descriptions", "min_score", "test requests kept"], table)
         mm.close()
 
         if args.tools <= 0:
