@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,3 +35,9 @@ def test_the_lint_test_sees_a_new_finding(tmp_path):
     proc = subprocess.run([*_ruff(), "check", "--no-cache", "--output-format", "concise", "memory"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and "F401" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_no_module_is_exempt_from_the_rule_set():
+    """Every module of both packages is held to the whole rule set: no per-file or global ignores."""
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    assert "per-file-ignores" not in lint and "ignore" not in lint, lint

@@ -23,8 +23,8 @@ from memory.tables.base import EMBED_CHARS, Table, select_list
 from memory.errors import InvalidInputError
 from memory.store.isolation import require_owner
 from memory.store.rows import ROLES, Message
-from memory.store.validation import (check_bool, check_choice, check_datetime, check_id, check_object, check_optional_text,
-                         check_positive_int, check_text, check_tool_calls)
+from memory.store.validation import (check_bool, check_choice, check_datetime, check_id, check_object,
+                                     check_optional_text, check_positive_int, check_text, check_tool_calls)
 
 _COLUMNS = sql.SQL(
     "INSERT INTO conversational_memory (user_id, thread_id, role, content, tool_call_id, tool_name,"
@@ -107,7 +107,8 @@ class Conversations(Table):
     """``conversational_memory``: write messages, read a thread's working set or all of it."""
 
     def _stage_texts(self, checked: list[NewMessage], start: int, end: int) -> list[str]:
-        return [embedding_text(m.role, m.content, m.name)[:EMBED_CHARS] for m in checked[start:end] if m.content.strip()]
+        return [embedding_text(m.role, m.content, m.name)[:EMBED_CHARS] for m in checked[start:end]
+                if m.content.strip()]
 
     def _embed_later(self, texts: list[str]) -> Future[list[Any]]:
         return self.embeddings.embed_later(texts)

@@ -267,7 +267,8 @@ _MSG_COLS = """
 SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
        m.created_at AS t0, m.created_at AS t1, m.metadata,
        coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, coalesce(kw.ks, 0) AS ks,
-       prev.id AS prev_id, nxt.id AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
+       prev.id AS prev_id, nxt.id AS next_id,
+       NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
        coalesce(to_tsvector('simple', %(q)s) @@ phraseto_tsquery('simple', m.name), false) AS spk
 FROM conversational_memory m
 LEFT JOIN LATERAL (SELECT p.id FROM conversational_memory p
@@ -277,7 +278,8 @@ LEFT JOIN LATERAL (SELECT q.id FROM conversational_memory q
     WHERE q.user_id = %(uid)s AND q.thread_id = m.thread_id AND (q.created_at, q.id) > (m.created_at, m.id)
     ORDER BY q.created_at, q.id LIMIT 1) nxt ON true"""
 
-_MSG_EXACT_SELECT = _MSG_COLS.replace("coalesce(kw.ks, 0) AS ks", "coalesce(((SELECT ks FROM me_kw_of) ->> m.id::text)::float8, 0) AS ks") + """
+_MSG_EXACT_SELECT = _MSG_COLS.replace(
+    "coalesce(kw.ks, 0) AS ks", "coalesce(((SELECT ks FROM me_kw_of) ->> m.id::text)::float8, 0) AS ks") + """
 JOIN me_cand ON me_cand.key = m.id
 WHERE m.user_id = %(uid)s"""
 
@@ -334,7 +336,8 @@ _F_WHERE = ("f.user_id = %(uid)s AND f.valid_to IS NULL AND %(tid)s::text IS NUL
 _FACTS = """,
 f_total AS (SELECT count(*) AS n FROM fact_memory f WHERE """ + _F_WHERE + """),
 f_matched AS (
-    SELECT f.id AS key, f.search_tsv AS tsv FROM fact_memory f WHERE """ + _F_WHERE + """ AND f.search_tsv @@ (SELECT tq FROM tsq)
+    SELECT f.id AS key, f.search_tsv AS tsv FROM fact_memory f
+    WHERE """ + _F_WHERE + """ AND f.search_tsv @@ (SELECT tq FROM tsq)
 ),
 f_idf AS (
     SELECT lex.tq, ln(1 + ((SELECT n FROM f_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
@@ -614,8 +617,9 @@ class MemorySearch(Table):
                         break
                     vectors = self._embed([embedding_text(role, content, name) for _, _, role, content, name in rows])
                     with conn.cursor() as cur:
-                        cur.executemany("UPDATE conversational_memory SET embedding = %s WHERE user_id = %s AND id = %s",
-                                        [(vec, ruid, rid) for (ruid, rid, _, _, _), vec in zip(rows, vectors, strict=False)])
+                        cur.executemany(
+                            "UPDATE conversational_memory SET embedding = %s WHERE user_id = %s AND id = %s",
+                            [(vec, ruid, rid) for (ruid, rid, _, _, _), vec in zip(rows, vectors, strict=False)])
             except (AccessDeniedError, psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
                 # A role with only SELECT (or a read-only replica) may not fill embeddings in:
                 # it reads what is there, and stops asking.
