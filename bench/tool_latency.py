@@ -123,10 +123,12 @@ def _reply(payload: dict[str, Any]) -> None:
 
 # -- the parent ---------------------------------------------------------------------------------------------
 class Worker:
-    def __init__(self, label: str, tree: Path, uri: str, catalogue_path: Path) -> None:
+    """One tree's worker process: ``script --worker uri data_path`` with ``PYTHONPATH`` = the tree."""
+
+    def __init__(self, label: str, tree: Path, uri: str, catalogue_path: Path, script: Path | None = None) -> None:
         self.label, self.tree = label, tree
         env = dict(os.environ, PYTHONPATH=str(tree))
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", uri,
+        self.proc = subprocess.Popen([sys.executable, str(script or Path(__file__).resolve()), "--worker", uri,
                                       str(catalogue_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env, cwd=str(tree))
 
@@ -137,9 +139,9 @@ class Worker:
                 return json.loads(line[len(_REPLY):])
         raise RuntimeError(f"the {self.label} worker ({self.tree}) stopped (exit {self.proc.wait()})")
 
-    def ask(self, q: str, k: int) -> dict[str, Any]:
+    def ask(self, q: str, k: int, **more: Any) -> dict[str, Any]:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"q": q, "k": k}) + "\n")
+        self.proc.stdin.write(json.dumps({"q": q, "k": k, **more}) + "\n")
         self.proc.stdin.flush()
         return self.read()
 
