@@ -57,7 +57,7 @@ from memory.settings import Settings
 from memory.store import conninfo as _conninfo
 from memory.store.dates import register_clamping_loaders
 from memory.store.db import VECTOR_SCHEMA, _PoolHealth, search_path, translate, user_scope
-from memory.store.ops import Call, Commit, Op, Sql, T, row_factory
+from memory.store.ops import Call, Commit, Op, Sql, T, row_factory, with_user_scope
 from memory.store.rows import Entity, Fact, KnowledgeItem, Message, Summary, Workflow
 from memory.tables.conversation import NewMessage
 from memory.tables.facts import Remembered
@@ -110,13 +110,15 @@ class AsyncDatabase:
         return cls(conninfo, schema, pool, health)
 
     @asynccontextmanager
-    async def connection(self, user_id: str | None = None) -> AsyncIterator[psycopg.AsyncConnection]:
-        """``async with adb.connection(user) as conn:`` is one transaction, scoped like ``Database.connection``."""
+    async def connection(self, user_id: str | None = None, *,
+                         scope: bool = True) -> AsyncIterator[psycopg.AsyncConnection]:
+        """``async with adb.connection(user) as conn:`` is one transaction, scoped like ``Database.connection``
+        (``scope=False``: the caller sends the user scope itself, in its first statement)."""
         used: psycopg.AsyncConnection | None = None
         try:
             async with self.pool.connection() as conn:
                 used = conn
-                if user_id is not None:
+                if user_id is not None and scope:
                     await conn.execute(user_scope(user_id))
                 yield conn
         except (PoolTimeout, psycopg.Error) as exc:  # mapped as the sync transaction maps them
@@ -190,7 +192,9 @@ async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
             else:
                 if tx is None:
                     tx = AsyncExitStack()
-                    conn = await tx.enter_async_context(adb.connection(step.user))
+                    together = with_user_scope(step)
+                    conn = await tx.enter_async_context(adb.connection(step.user, scope=together is None))
+                    step = together or step
                 result = await aexecute(conn, step)
     except BaseException:
         op.close()

@@ -132,7 +132,7 @@ def run(db: Any, op: Op[T]) -> T:
             else:
                 if tx is None:
                     tx = ExitStack()
-                    together = _with_user_scope(step)
+                    together = with_user_scope(step)
                     conn = tx.enter_context(db.connection(step.user, scope=together is None))
                     step = together or step
                 result = execute(conn, step)
@@ -143,7 +143,7 @@ def run(db: Any, op: Op[T]) -> T:
         raise
 
 
-def _with_user_scope(step: Sql) -> Sql | None:
+def with_user_scope(step: Sql) -> Sql | None:
     """A transaction's first statement with its user scope in front, when both fit in one
     simple-protocol round trip (a statement without parameters or rows, such as a
     search's ``SET LOCAL`` settings); None otherwise (the scope is sent on its own)."""
