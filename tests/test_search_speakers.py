@@ -15,7 +15,7 @@ from memory import InvalidInputError, MemoryManager
 from memory.agent.search_tool import format_hits
 from memory.context.render import format_conversation
 from memory.retrieval.speakers import speakers_in
-from memory.tables.search import Covered
+from memory.tables.search import Covered, SearchWeights
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 FILLER = ["Can you help me format a table in markdown?", "Use pipes between columns and a dashed line.",
@@ -149,3 +149,54 @@ def test_a_multi_part_question_finds_both_parts_real_model(real_mm: MemoryManage
                                  scope="messages")
     top = [h.item.message_id for h in hits]
     assert s1[1] in top and s2[1] in top, [(h.item.name, h.item.content) for h in hits]
+
+
+@pytest.mark.parametrize("shape", ["exact", "indexed"])
+def test_the_neighbour_share_comes_from_the_adjacent_turns_of_the_thread_whatever_the_filters(
+        mm: MemoryManager, user: str, thread: str, shape: str) -> None:
+    """A hit's neighbour share is ``adjacent_weight`` x the better own score of the turns just
+    before and after it in its thread, counted only when they are hits too. A turn the search
+    drops (expired, or outside the time range) is still the neighbour: the turn beyond it never is."""
+    start = NOW - timedelta(days=3)
+    turns = [(None, FILLER[0]), ("Ann", "Guess what I finally found!"), ("Ann", "Oh and the weather is nice."),
+             ("Ann", "An Olympus film camera at the flea market."), (None, FILLER[1]), (None, FILLER[2]),
+             (None, FILLER[3])]
+    ids = write(mm, user, thread, turns, start=start)
+    other = write(mm, user, thread + "-b", [(None, "Olympus film camera flea market, again.")],
+                  start=start + timedelta(minutes=2, seconds=30))  # between turns 2 and 3 in time, another thread
+    with mm.db.connection() as conn:  # turn 2 expired: the search drops it, it still separates turns 1 and 3
+        conn.execute("UPDATE conversational_memory SET expires_at = now() - interval '1 hour'"
+                     " WHERE user_id = %s AND id = %s", (user, ids[2]))
+    order = {i: n for n, i in enumerate(ids)}
+    w = SearchWeights()
+    query = "olympus film camera flea market found"
+    cases = [dict(), dict(thread_id=thread), dict(until=start + timedelta(minutes=3, seconds=30)),
+             dict(since=start + timedelta(minutes=2, seconds=30))]
+    for filters in cases:
+        hits = mm.search_memory(query=query, user_id=user, k=50, scope="messages", shape=shape, **filters)
+        own = {h.item.message_id: h.score - h.signals["neighbour"] - h.signals["thread"] for h in hits}
+        assert ids[2] not in own and ids[3] in own
+        assert (other[0] in own) == ("thread_id" not in filters)
+        for h in hits:
+            mid = h.item.message_id
+            if mid not in order:
+                assert h.signals["neighbour"] == 0.0  # alone in its thread
+                continue
+            around = [own[ids[j]] for j in (order[mid] - 1, order[mid] + 1) if 0 <= j < len(ids) and ids[j] in own]
+            assert h.signals["neighbour"] == pytest.approx(w.adjacent_weight * max(around, default=0.0)), (filters, mid)
+        if "until" not in filters and "since" not in filters:
+            assert own[ids[3]] > own[ids[0]]  # so turn 3 as turn 1's neighbour would show
+            lifted = next(h for h in hits if h.item.message_id == ids[1])
+            assert lifted.signals["neighbour"] == pytest.approx(w.adjacent_weight * own[ids[0]])  # not turn 3's
+
+
+def test_the_speaker_signal_is_the_named_speakers_own_turns_only(mm: MemoryManager, user: str, thread: str) -> None:
+    ids = write(mm, user, thread, [("Ann", "I went hiking on Sunday."), ("Anna", "I went hiking too."),
+                                   ("Ann Lee", "Hiking is fun."), (None, "Hiking boots are on sale."),
+                                   ("ann", "Lowercase hiking note.")])
+    hits = mm.search_memory(query="Where did Ann's hiking trip go?", user_id=user, k=10, scope="messages")
+    speaker = {h.item.message_id: h.signals["speaker"] for h in hits}
+    assert speaker == {ids[0]: 1.0, ids[1]: 0.0, ids[2]: 0.0, ids[3]: 0.0, ids[4]: 1.0}
+    # A longer name is matched before a shorter one it contains: the question is about Ann Lee.
+    hits = mm.search_memory(query="what did ann lee say about hiking", user_id=user, k=10, scope="messages")
+    assert {h.item.message_id for h in hits if h.signals["speaker"] == 1.0} == {ids[2]}

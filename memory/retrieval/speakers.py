@@ -1,16 +1,16 @@
 """Speaker names in a query: found as words, left out of the embedded text, cached per user.
 
 A message may carry its speaker's name (the OpenAI ``name`` field). Search scores "the
-question names this message's speaker" as a signal of its own (in SQL, always current),
-and embeds the query with each mentioned speaker name replaced by a neutral word: a
-name says *who*, which the speaker signal scores exactly; left in the embedded text it
+question names this message's speaker" as a signal of its own (the names found here,
+passed to the search statement), and embeds the query with each mentioned speaker name
+replaced by a neutral word: a name says *who*, which the speaker signal scores exactly; left in the embedded text it
 pulls the query towards every turn that mentions that person rather than towards what
 the question is about (on LoCoMo the vector signal alone goes from R@10 0.49 to 0.67).
 
 The names a user's messages carry are read once per ``NAMES_TTL`` seconds
 (:class:`SpeakerNames`), so a search stays one statement; a process that writes a named
 message drops that user's entry at once. A name written by another process meanwhile
-only stays in the embedded query a little longer.
+is matched (and left out of the embedded query) a little later.
 """
 
 from __future__ import annotations

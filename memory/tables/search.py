@@ -13,7 +13,9 @@ Signals per candidate, all absolute so scores mean the same across queries:
   (:mod:`memory.retrieval.speakers`). Candidates are scored exactly over the user's
   rows up to ``search_exact_max_rows`` (an exact scan is a few milliseconds and cannot
   miss what an approximate index would);
-* **speaker**: 1 when the query names the message's speaker (``name``, as words);
+* **speaker**: 1 when the query names the message's speaker (``name``, as a word,
+  case-insensitively, possessive or not; a longer name before a shorter one it contains:
+  :func:`memory.retrieval.speakers.speakers_in` over the user's names);
 * **keyword**: IDF-weighted coverage of the query's stemmed words (English
   stemming, numbers kept), computed in SQL over the user's rows: the share of the
   query's information (sum of the IDFs of its words) that the row matches. Messages
@@ -161,43 +163,51 @@ class _Candidate:
 # (found through its gin index) has any query word; every candidate gets both scores;
 # candidates are the top ``pool`` of either signal. This is the exact shape: every
 # matching row is scored, so it is used where a user's rows are few (summaries, facts,
-# and messages up to ``search_exact_max_rows``). The user's messages are read once
-# (``me_rows``: each row's distance to the query and its keyword window) and counted,
-# keyword-matched and vector-ranked from that one read; a candidate finds its keyword
-# score in one jsonb object (``me_kw_of``, the exact float8 as text) rather than by a
-# join, which the planner, blind to a CTE's size, ran as a nested loop over every match.
-_HEAD = TERMS_CTE + ", lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq FROM terms)"
+# and messages up to ``search_exact_max_rows``). ``lex`` has each query word twice: as
+# itself and restricted to weight A (the message and its speaker in the keyword window),
+# so the window's own part is matched without rebuilding it (``ts_filter``) per row.
+_HEAD = TERMS_CTE + (", lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq,"
+                     " (lit || ':A')::tsquery AS tq_a FROM terms)")
 
 #: The filters of a message row ``m`` (thread, time, expiry).
-_M_WHERE = ("m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(tid)s)"
+_M_SCOPE = ("m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(tid)s)"
             " AND (m.created_at < %(until)s OR %(until)s::timestamptz IS NULL)"
-            " AND (m.created_at >= %(since)s OR %(since)s::timestamptz IS NULL)"
-            " AND (m.expires_at IS NULL OR m.expires_at > now())")
+            " AND (m.created_at >= %(since)s OR %(since)s::timestamptz IS NULL)")
+_M_LIVE = "(m.expires_at IS NULL OR m.expires_at > now())"
+_M_WHERE = _M_SCOPE + " AND " + _M_LIVE
 
+# The user's messages are read once (``me_rows``: the columns a hit shows, the distance
+# to the query, the keyword window, and the turns just before and after in the thread
+# from one window over the rows read), and counted, keyword-scored and vector-ranked
+# from that one read; no candidate is looked up again. The neighbours come from the
+# rows under the thread and time filters (a contiguous run of each thread, so a row's
+# neighbour outside it is one the filter drops, never a candidate) before expired rows
+# are dropped (an expired turn stays a neighbour, as in the thread index the indexed
+# shape probes). A row's keyword score sums, in word order, the IDF of each query word
+# its window holds, at full weight in its own part and ``nw`` in the turns before it.
 _MSG_EXACT = """,
 me_rows AS MATERIALIZED (
-    SELECT m.id AS key, m.embedding <=> %(qvec)s AS d, c.context_tsv AS tsv
-    FROM conversational_memory m
-    LEFT JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id WHERE """ + _M_WHERE + """),
+    SELECT w.* FROM (
+        SELECT m.id AS key, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata,
+               m.expires_at, m.embedding <=> %(qvec)s AS d, c.context_tsv AS tsv,
+               lag(m.id) OVER thread AS prev_id, lead(m.id) OVER thread AS next_id
+        FROM conversational_memory m
+        LEFT JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id
+        WHERE """ + _M_SCOPE + """
+        WINDOW thread AS (PARTITION BY m.thread_id ORDER BY m.created_at, m.id)) w
+    WHERE w.expires_at IS NULL OR w.expires_at > now()),
 me_total AS (SELECT count(tsv) AS n FROM me_rows),
-me_matched AS (
-    SELECT key, tsv, ts_filter(tsv, ARRAY['a']::"char"[]) AS tsv_a FROM me_rows WHERE tsv @@ (SELECT tq FROM tsq)
-),
 me_idf AS (
-    SELECT lex.tq, ln(1 + ((SELECT n FROM me_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
-    FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM me_matched WHERE me_matched.tsv @@ lex.tq) d
+    SELECT lex.ord, lex.tq, lex.tq_a, ln(1 + ((SELECT n FROM me_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
+    FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM me_rows WHERE me_rows.tsv @@ lex.tq) d
 ),
-me_kw AS (
-    SELECT me_matched.key,
-           sum(me_idf.idf * CASE WHEN me_matched.tsv_a @@ me_idf.tq THEN 1.0 ELSE %(nw)s END)
+me_scored AS MATERIALIZED (
+    SELECT r.key, r.content, r.created_at, r.thread_id, r.summary_id, r.role, r.name, r.metadata, r.d,
+           r.prev_id, r.next_id,
+           (SELECT sum(i.idf * CASE WHEN r.tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END) FROM me_idf i WHERE r.tsv @@ i.tq)
            / nullif(greatest((SELECT sum(idf) FROM me_idf),
                              %(min_terms)s * ln(1 + ((SELECT n FROM me_total) + 0.5) / 0.5)), 0) AS ks
-    FROM me_matched JOIN me_idf ON me_matched.tsv @@ me_idf.tq GROUP BY me_matched.key
-),
-me_kw_of AS (SELECT jsonb_object_agg(key::text, ks::text) AS ks FROM me_kw),
-me_vec AS (SELECT key FROM me_rows WHERE d IS NOT NULL ORDER BY d LIMIT %(pool)s),
-me_cand AS (
-    SELECT key FROM me_vec UNION SELECT key FROM (SELECT key FROM me_kw ORDER BY ks DESC LIMIT %(pool)s) k
+    FROM me_rows r
 )"""
 
 # The indexed shape, for a user with many messages: bounded work whatever the history.
@@ -261,29 +271,34 @@ m_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM conversational_context
            WHERE user_id = %(uid)s LIMIT %(switch)s + 1) s)"""
 
 # Every kind's rows come out with the same columns; a message brings the ids of the
-# turns before and after it in its thread (the thread index), a summary the range of
-# the messages it replaced (the summary index).
-_MSG_COLS = """
+# turns before and after it in its thread, a summary the range of the messages it
+# replaced (the summary index). ``spk``: the message's speaker is one of the names the
+# query mentions (``speakers``, found in Python among the user's speaker names).
+_MSG_EXACT_SELECT = """
+SELECT 'message' AS kind, r.key::text AS id, r.content, r.created_at, r.thread_id, r.summary_id, r.role, r.name,
+       r.created_at AS t0, r.created_at AS t1, r.metadata, coalesce(1 - r.d, 0) AS vs, coalesce(r.ks, 0) AS ks,
+       r.prev_id, r.next_id, NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
+       coalesce(r.name = ANY (%(speakers)s::text[]), false) AS spk
+FROM me_scored r
+WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_scored WHERE d IS NOT NULL ORDER BY d, key LIMIT %(pool)s) v)
+       OR r.key IN (SELECT key FROM (SELECT key FROM me_scored WHERE ks IS NOT NULL
+                                     ORDER BY ks DESC, key LIMIT %(pool)s) k))"""
+
+# The indexed shape finds a candidate's neighbours through the thread index.
+_MSG_INDEXED_SELECT = """
 SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
        m.created_at AS t0, m.created_at AS t1, m.metadata,
        coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, coalesce(kw.ks, 0) AS ks,
        prev.id AS prev_id, nxt.id AS next_id,
        NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
-       coalesce(to_tsvector('simple', %(q)s) @@ phraseto_tsquery('simple', m.name), false) AS spk
+       coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk
 FROM conversational_memory m
 LEFT JOIN LATERAL (SELECT p.id FROM conversational_memory p
     WHERE p.user_id = %(uid)s AND p.thread_id = m.thread_id AND (p.created_at, p.id) < (m.created_at, m.id)
     ORDER BY p.created_at DESC, p.id DESC LIMIT 1) prev ON true
 LEFT JOIN LATERAL (SELECT q.id FROM conversational_memory q
     WHERE q.user_id = %(uid)s AND q.thread_id = m.thread_id AND (q.created_at, q.id) > (m.created_at, m.id)
-    ORDER BY q.created_at, q.id LIMIT 1) nxt ON true"""
-
-_MSG_EXACT_SELECT = _MSG_COLS.replace(
-    "coalesce(kw.ks, 0) AS ks", "coalesce(((SELECT ks FROM me_kw_of) ->> m.id::text)::float8, 0) AS ks") + """
-JOIN me_cand ON me_cand.key = m.id
-WHERE m.user_id = %(uid)s"""
-
-_MSG_INDEXED_SELECT = _MSG_COLS + """
+    ORDER BY q.created_at, q.id LIMIT 1) nxt ON true
 JOIN mi_cand ON mi_cand.key = m.id LEFT JOIN mi_kw kw ON kw.key = m.id
 WHERE m.user_id = %(uid)s"""
 
@@ -555,16 +570,17 @@ class MemorySearch(Table):
                 lo = max(lo, span.start) if lo else span.start
                 hi = min(hi, span.end) if hi else span.end
             named, semantic = speakers_in(text, names)
-            plans.append((span, text, lo, hi, named, semantic))
+            speakers = [n for n in names if n.casefold() in named]
+            plans.append((span, text, lo, hi, speakers, semantic))
         vectors = yield Call(self._embed, ([p[5] for p in plans],))
         s = self.settings
         pool = max(4 * k, 50)
         stmt = _search_statement(kinds, shape)
-        params = [dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, prepool=4 * pool,
+        params = [dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, prepool=4 * pool, speakers=speakers,
                        nw=w.neighbour_weight, min_terms=w.min_terms, q=text, max_terms=s.search_max_terms,
                        cap=s.search_term_candidates, sample=s.search_sample_rows, switch=s.search_exact_max_rows,
                        filtered=tid is not None or lo is not None or hi is not None)
-                  for (_, text, lo, hi, _, _), qvec in zip(plans, vectors, strict=False)]
+                  for (_, text, lo, hi, speakers, _), qvec in zip(plans, vectors, strict=False)]
         rows = yield from self._search_rows_op(stmt, params)
         if rows[0] and rows[0][-1]["kind"] == "pending":
             # Messages written with embed=False: embed them, then search again.
