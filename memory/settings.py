@@ -220,6 +220,11 @@ class Settings:
     # 100,000. ``search_sample_rows`` estimate how common a frequent word is there.
     search_exact_max_rows: int = 2_000
     search_sample_rows: int = 1_000
+    # The similarity reads (knowledge, workflows, entities, summaries, facts) read every row
+    # under their filter exactly up to ``similar_exact_max_rows`` rows and switch to the
+    # indexed shape (HNSW, gin with the bounds above) beyond: see memory.tables.base and
+    # bench/search_latency.py --switch, which measured the switch point.
+    similar_exact_max_rows: int = 2_000
 
     # Embeddings. embedder: "minilm" (the packaged all-MiniLM-L6-v2) or "hash" (a
     # deterministic fake with no notion of meaning, for tests only). embedding_backend:
@@ -303,7 +308,7 @@ class Settings:
                 f"AGENTMEM_FACT_RELATED_SIMILARITY={self.fact_related_similarity} is above "
                 f"AGENTMEM_FACT_DUPLICATE_SIMILARITY={self.fact_duplicate_similarity}: related must be <= duplicate")
         for name in ("max_query_chars", "search_max_terms", "search_term_candidates", "search_exact_max_rows",
-                     "search_sample_rows", "hnsw_ef_search"):
+                     "search_sample_rows", "similar_exact_max_rows", "hnsw_ef_search"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigurationError(f"AGENTMEM_{name.upper()} must be a positive integer, got {value!r}")

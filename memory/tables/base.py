@@ -7,12 +7,22 @@ object that needs another one is given it explicitly when it is built (see
 ``memory.manager.MemoryManager``), never looks it up.
 
 Similarity reads embed the query once and send one statement (after the transaction's
-SET LOCAL settings): the nearest rows by cosine distance (HNSW, iterative scan so a user
-filter cannot starve the result) and the best keyword matches among a bounded set of
-candidates from the gin index, each candidate with both signals. They are fused by
-:func:`memory.retrieval.fusion.fuse` into an absolute score, ``vector + keyword_weight x
-keyword``, the same fusion ``search_memory`` uses (its own signals on top), so a score
-means the same in every list and for every query.
+SET LOCAL settings) with two execution shapes, chosen inside it by the number of rows
+under the filter (counted up to ``Settings.similar_exact_max_rows`` + 1):
+
+* **exact**, where the rows are few (one user's knowledge, workflows, entities, facts,
+  summaries as most users have them): every row read once, each row's distance and
+  keyword signal computed exactly, the ``pool`` best of either signal kept;
+* **indexed**, where they are many: the nearest rows through HNSW (iterative scan, so the
+  filter cannot starve the LIMIT) and bounded keyword candidates from the gin index (at
+  most ``search_max_terms`` words, ``search_term_candidates`` rows per word, document
+  frequencies exact below that bound and estimated from a sample above it), scored by the
+  same formula.
+
+Each candidate comes back with both signals, fused by :func:`memory.retrieval.fusion.fuse`
+into an absolute score, ``vector + keyword_weight x keyword``, the same fusion
+``search_memory`` uses (its own signals on top), so a score means the same in every list
+and for every query. ``bench/search_latency.py --switch`` measured the switch point.
 """
 
 from __future__ import annotations
@@ -141,6 +151,7 @@ class Table:
         keyword_weight: float | None = None,
         vector_weight: float = 1.0,
         columns: sql.Composable | None = None,
+        shape: str = "auto",
     ) -> list[Hit[T]]:
         """Rows of ``table`` matching ``where`` ranked for ``query`` (vector + keyword), one statement.
 
@@ -156,21 +167,26 @@ class Table:
         (``bench/similar_reads.py`` chose it).
 
         The keyword half matches ANY of the query's stemmed words (a sentence query
-        ANDed word by word would match almost nothing). Its work is bounded: at most
-        ``search_max_terms`` words, and for each word at most ``search_term_candidates``
-        rows from the gin index (a rare word brings all its rows, a common one a
-        bounded sample). A word's document frequency is the number of rows it brought
-        (exact below that bound, the bound above it) among the rows matching ``where``,
-        counted up to :data:`DOC_COUNT_CAP`. The rows the words brought are pre-ranked by
-        the summed IDF of those words, the best ``4 x pool`` get the exact keyword signal,
-        and the best ``pool`` of them and the ``pool`` nearest rows are fused; ``k`` are
-        returned.
+        ANDed word by word would match almost nothing), at most ``search_max_terms`` of
+        them. Up to ``similar_exact_max_rows`` rows under ``where`` (the exact shape)
+        every row is read once: the document frequencies are exact and every matching
+        row is scored. Beyond (the indexed shape) the work is bounded: each word brings
+        at most ``search_term_candidates`` rows from the gin index (a rare word all its
+        rows, a common one a bounded sample); a word's document frequency is the number
+        of rows it brought when below that bound, else estimated from the first
+        ``search_sample_rows`` rows under ``where``, among ``N`` rows counted up to
+        :data:`DOC_COUNT_CAP`; the rows having every common word of the query (the gin
+        index intersects their lists) join the candidates. The rows the words brought
+        are pre-ranked by the summed IDF of those words and the best ``4 x pool`` get
+        the exact keyword signal. In both shapes the best ``pool`` by keyword signal and
+        the ``pool`` nearest rows are fused; ``k`` are returned. ``shape`` ("exact",
+        "indexed") forces one shape, for benchmarks and tests.
         ``columns`` replaces the select list of ``row_cls``'s fields (a table that
         lacks one of them selects a constant in its place).
         """
         return run(self.db, self._similar_op(table, row_cls, query, where, params, k=k, hybrid=hybrid,
                                              keyword_weight=keyword_weight, vector_weight=vector_weight,
-                                             columns=columns))
+                                             columns=columns, shape=shape))
 
     def _similar_op(
         self,
@@ -185,6 +201,7 @@ class Table:
         keyword_weight: float | None = None,
         vector_weight: float = 1.0,
         columns: sql.Composable | None = None,
+        shape: str = "auto",
     ) -> Op[list[Hit[T]]]:
         """:meth:`_similar` as an operation (``memory.store.ops``)."""
         if keyword_weight is None:
@@ -193,9 +210,13 @@ class Table:
         qvec = (yield Call(self._embed, ([query],)))[0]
         pool = max(k * 4, 20)
         stmt = _similar_statement(table, row_cls, where, columns)
+        if shape not in SHAPES:
+            raise InvalidInputError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
+        switch = {"auto": self.settings.similar_exact_max_rows, "exact": EXACT_ALWAYS, "indexed": -1}[shape]
         args = dict(params, qvec=qvec, pool=pool, prepool=4 * pool, q=query, hybrid=hybrid,
                     min_terms=MIN_TERMS, n_cap=DOC_COUNT_CAP, max_terms=self.settings.search_max_terms,
-                    cap=self.settings.search_term_candidates)
+                    cap=self.settings.search_term_candidates, sample=self.settings.search_sample_rows,
+                    switch=switch)
         uid = params.get("uid")
         yield self._search_settings_sql(uid)
         rows = yield Sql(stmt, args, dict, user=uid)
@@ -216,52 +237,106 @@ TERMS_CTE = (
     " tsq AS (SELECT string_agg(lit, ' | ')::tsquery AS tq FROM terms)"
 )
 
-#: Rows counted for the document frequencies of the keyword signal: beyond this many
-#: rows under the filter, the IDFs are those of a collection of this size.
+#: ``shape="exact"`` (benchmarks, tests): the exact shape whatever the number of rows.
+EXACT_ALWAYS = 2**62
+
+#: Rows counted for the document frequencies of the keyword signal in the indexed shape:
+#: beyond this many rows under the filter, the IDFs are those of a collection of this size.
 DOC_COUNT_CAP = 10_000
 
-#: The keyword signal of one table (the IDF coverage of :mod:`memory.retrieval.fusion`),
+#: Which shape reads the rows: ``exact`` (every row under the filter read once) up to
+#: ``similar_exact_max_rows`` of them, ``indexed`` (HNSW and the gin index, bounded) above.
+SHAPES = ("auto", "exact", "indexed")
+
+#: How many rows are under the filter, counted up to the switch point (bounded).
+_SIZE_CTE = " size AS (SELECT count(*) AS n FROM (SELECT 1 FROM {tbl} WHERE ({where}) LIMIT %(switch)s + 1) s)"
+
+#: The exact shape, where the rows under the filter are few: they are read once
+#: (``e_rows``: each row's distance to the query and its words), the words' document
+#: frequencies are counted exactly among them, every row with a query word gets its
+#: keyword signal, and the candidates are the ``%(pool)s`` nearest and the ``%(pool)s``
+#: best by the keyword signal. ``e_kw`` is ``kw(key, ks)`` of the indexed shape.
+EXACT_CTES = (
+    " e_rows AS MATERIALIZED (SELECT {key} AS key, embedding <=> %(qvec)s AS d, search_tsv AS tsv FROM {tbl}"
+    "   WHERE ({where}) AND (SELECT n FROM size) <= %(switch)s),"
+    " e_n AS (SELECT count(*) AS n FROM e_rows),"
+    " e_matched AS MATERIALIZED (SELECT key, d, tsv FROM e_rows"
+    "   WHERE tsv @@ (SELECT string_agg(lit, ' | ')::tsquery FROM terms WHERE %(hybrid)s)),"
+    " e_idf AS (SELECT lex.tq, ln(1 + (e_n.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM lex CROSS JOIN e_n"
+    "   CROSS JOIN LATERAL (SELECT count(*) AS df FROM e_matched WHERE e_matched.tsv @@ lex.tq) d),"
+    " e_kw AS (SELECT key, ks FROM (SELECT m.key, m.d, sum(e_idf.idf)"
+    "   / nullif(greatest((SELECT sum(idf) FROM e_idf),"
+    "                     %(min_terms)s * ln(1 + ((SELECT n FROM e_n) + 0.5) / 0.5)), 0) AS ks"
+    "   FROM e_matched m JOIN e_idf ON m.tsv @@ e_idf.tq GROUP BY m.key, m.d) s"
+    "   ORDER BY ks DESC, d NULLS LAST, key LIMIT %(pool)s),"
+    " e_cand AS (SELECT key FROM (SELECT key FROM e_rows WHERE d IS NOT NULL ORDER BY d, key LIMIT %(pool)s) v"
+    "   UNION SELECT key FROM e_kw)"
+)
+
+#: The indexed shape's keyword signal (the IDF coverage of :mod:`memory.retrieval.fusion`),
 #: after ``TERMS_CTE``: ``kw(key, ks)``, the best ``%(pool)s`` rows by it. ``lex`` are the
 #: query's words, ``hits`` the rows each word brings from the gin index (at most
-#: ``%(cap)s``), ``idf`` each word's weight (``n`` rows, ``df`` of them with the word).
+#: ``%(cap)s``), ``idf`` each word's weight: ``n`` rows (counted up to ``%(n_cap)s``), a
+#: word's document frequency the rows it brought when fewer than ``%(cap)s``, else
+#: estimated from ``%(sample)s`` rows under the filter (``sample``, read only then).
 KEYWORD_CTES = (
-    " lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq FROM terms WHERE %(hybrid)s),"
     " n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {tbl} WHERE %(hybrid)s AND ({where}) LIMIT %(n_cap)s) s),"
     " hits AS (SELECT lex.ord, h.key FROM lex CROSS JOIN LATERAL ("
     "   SELECT {key} AS key FROM {tbl} WHERE search_tsv @@ lex.tq AND ({where}) LIMIT %(cap)s) h),"
+    " sample AS MATERIALIZED (SELECT search_tsv AS tsv FROM {tbl} WHERE ({where}) ORDER BY {key} LIMIT %(sample)s),"
     " dfs AS (SELECT ord, count(*) AS df FROM hits GROUP BY ord),"
     " idf AS (SELECT lex.ord, lex.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf"
-    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT coalesce(max(dfs.df), 0) AS df FROM dfs"
-    "     WHERE dfs.ord = lex.ord) d),"
+    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT CASE WHEN h.df < %(cap)s THEN h.df::numeric"
+    "     ELSE greatest(%(cap)s, n.n * (SELECT count(*) FROM sample WHERE sample.tsv @@ lex.tq)::numeric"
+    "                            / greatest((SELECT count(*) FROM sample), 1)) END AS df"
+    "     FROM (SELECT coalesce(max(dfs.df), 0) AS df FROM dfs WHERE dfs.ord = lex.ord) h) d),"
     # pre-ranked by the words that brought each row (cheap), the best %(prepool)s scored exactly
-    " pre AS (SELECT hits.key FROM hits JOIN idf ON idf.ord = hits.ord"
-    "   GROUP BY hits.key ORDER BY sum(idf.idf) DESC, hits.key LIMIT %(prepool)s),"
+    # the rows with every common word (the gin index intersects their lists, so only
+    # those rows are read), credited with all of them: found whatever the samples held
+    " common AS (SELECT ord FROM dfs WHERE df >= %(cap)s),"
+    " all_common AS (SELECT x.{key} AS key FROM {tbl} x WHERE (SELECT count(*) FROM common) > 1"
+    "   AND x.search_tsv @@ (SELECT string_agg(lex.tq::text, ' & ')::tsquery FROM lex JOIN common USING (ord))"
+    "   AND ({where}) LIMIT %(cap)s),"
+    " brought AS (SELECT ord, key FROM hits UNION SELECT common.ord, a.key FROM common CROSS JOIN all_common a),"
+    " pre AS (SELECT brought.key FROM brought JOIN idf ON idf.ord = brought.ord"
+    "   GROUP BY brought.key ORDER BY sum(idf.idf) DESC, brought.key LIMIT %(prepool)s),"
     " kw AS (SELECT x.{key} AS key,"
     "   (SELECT sum(idf.idf) FROM idf WHERE x.search_tsv @@ idf.tq)"
     "   / nullif(greatest((SELECT sum(idf) FROM idf),"
     "                     %(min_terms)s * ln(1 + ((SELECT n FROM n) + 0.5) / 0.5)), 0) AS ks"
     "   FROM {tbl} x WHERE x.{key} IN (SELECT key FROM pre) AND ({where})"
-    "   ORDER BY ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.{key} LIMIT %(pool)s)"
+    "   ORDER BY ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.{key} LIMIT %(pool)s),"
+    # vector half: the nearest rows through HNSW (the iterative scan, set per transaction,
+    # keeps a filter from starving the LIMIT)
+    " vec AS (SELECT {key} AS key FROM {tbl}"
+    "   WHERE embedding IS NOT NULL AND ({where}) ORDER BY embedding <=> %(qvec)s LIMIT %(pool)s)"
+)
+
+# Every candidate of either half with both signals (its distance and keyword signal),
+# closest first (fused in Python); only the branch of the shape chosen by ``size`` runs.
+_SIMILAR_SELECT = (
+    " SELECT {cols}, x.embedding <=> %(qvec)s AS hit_distance, kw.ks AS hit_keyword, x.{key} AS hit_key"
+    " FROM {tbl} x JOIN {cand} c ON c.key = x.{key} LEFT JOIN {kw} kw ON kw.key = x.{key}"
+    " WHERE ({where}) AND (SELECT n FROM size) {cmp} %(switch)s"
 )
 
 _SIMILAR = (
-    "WITH " + TERMS_CTE + "," + KEYWORD_CTES + ","
-    # vector half: nearest rows by cosine distance (HNSW where the planner finds it cheaper
-    # than reading the user's rows; the iterative scan, set per connection, keeps filters fed)
-    " vec AS (SELECT {key} AS key FROM {tbl}"
-    "   WHERE embedding IS NOT NULL AND ({where}) ORDER BY embedding <=> %(qvec)s LIMIT %(pool)s)"
-    # every candidate of either half with both signals, closest first (fused in Python)
-    " SELECT {cols}, 1 - (x.embedding <=> %(qvec)s) AS hit_vector, kw.ks AS hit_keyword"
-    " FROM {tbl} x LEFT JOIN kw ON kw.key = x.{key}"
-    " WHERE x.{key} IN (SELECT key FROM vec UNION SELECT key FROM kw) AND ({where})"
-    " ORDER BY x.embedding <=> %(qvec)s NULLS LAST, x.{key}"
+    "WITH " + TERMS_CTE + ","
+    " lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq FROM terms WHERE %(hybrid)s),"
+    + _SIZE_CTE + "," + EXACT_CTES + "," + KEYWORD_CTES + ","
+    " i_cand AS (SELECT key FROM vec UNION SELECT key FROM kw)"
+    + _SIMILAR_SELECT.replace("{cand}", "e_cand").replace("{kw}", "e_kw").replace("{cmp}", "<=")
+    + " UNION ALL"
+    + _SIMILAR_SELECT.replace("{cand}", "i_cand").replace("{kw}", "kw").replace("{cmp}", ">")
+    + " ORDER BY hit_distance NULLS LAST, hit_key"
 )
 
 
 def _hit(row_cls: type[T], row: dict[str, Any], weights: dict[str, float]) -> Hit[T]:
     # A row written without an embedding (plain SQL, a shared row) has no cosine: 0.
-    vector, keyword = row.pop("hit_vector"), row.pop("hit_keyword")
-    signals = {"vector": 0.0 if vector is None else float(vector),
+    distance, keyword = row.pop("hit_distance"), row.pop("hit_keyword")
+    del row["hit_key"]
+    signals = {"vector": 0.0 if distance is None else 1.0 - float(distance),
                "keyword": 0.0 if keyword is None else float(keyword)}
     return Hit(row_cls(**row), fuse(signals, weights), signals)
 
