@@ -26,8 +26,17 @@ row), half are three-keyword queries drawn from base sentences. Query vectors ar
 embedded once before timing (the embedding cache serves both sides equally); the
 cost of embedding one query is reported on its own line.
 
+With ``--switch 250,500,...`` it measures instead where the similarity reads should
+switch from the exact shape (every row under the filter read once) to the indexed one
+(HNSW and bounded gin probes; ``memory.tables.base``): one user per size, among
+``--switch-others`` rows of 100 other users (a shared table), each user's reads timed in
+both shapes interleaved (``Table._similar(shape=...)``), with the top-k overlap of the
+indexed shape with the exact one; it prints the smallest size from which the indexed
+shape is faster (the value of ``Settings.similar_exact_max_rows``).
+
     python bench/search_latency.py --json /tmp/search.json
     python bench/search_latency.py --sizes 2000 --queries 20      # quick check
+    python bench/search_latency.py --switch 250,500,1000,2000,4000,8000,16000 --queries 40
 """
 
 from __future__ import annotations
@@ -138,6 +147,53 @@ def explain(mm: Any, query_text: str, pattern: str, *, hybrid: bool) -> str:
     return re.sub(r"'\[[^\]]*\]'::vector", "'[query vector]'::vector", "\n".join(lines))
 
 
+def switch_point(mm: Any, rng: np.random.Generator, base: list[str], vecs: np.ndarray,
+                 queries: list[tuple[str, str]], sizes: list[int], others: int, k: int,
+                 noise: float) -> dict[str, Any]:
+    """Exact vs indexed shape of the similarity read, per number of rows of one user."""
+    from memory.store.rows import KnowledgeItem
+
+    owners = [f"switch-{n}" for n in sizes]
+    rows = make_rows(rng, base, vecs, others, [f"other-{i}" for i in range(100)], 0, noise) if others else []
+    for n, owner in zip(sizes, owners):
+        rows += make_rows(rng, base, vecs, n, [owner], len(rows), noise)
+    with mm.db.connection() as conn:
+        load_s, build_s = load_rows(conn, rows)
+    log(f"{len(rows):,} rows loaded in {load_s:.1f}s, HNSW rebuilt in {build_s:.1f}s")
+    where = sql.SQL("user_id = %(uid)s")
+
+    def read(q: str, owner: str, shape: str) -> list[Any]:
+        return mm.knowledge._similar("knowledge_memory", KnowledgeItem, q, where, {"uid": owner}, k=k, shape=shape)
+
+    table, out = [], []
+    for n, owner in zip(sizes, owners):
+        for _, q in queries[:10]:  # warm-up
+            read(q, owner, "exact"), read(q, owner, "indexed")
+        lat: dict[str, list[float]] = {"exact": [], "indexed": []}
+        overlap = []
+        for _, q in queries:
+            ids = {}
+            for shape in ("exact", "indexed"):  # interleaved
+                t0 = time.perf_counter()
+                ids[shape] = {h.item.id for h in read(q, owner, shape)}
+                lat[shape].append(time.perf_counter() - t0)
+            overlap.append(len(ids["exact"] & ids["indexed"]) / max(1, len(ids["exact"])))
+        ex, ix = percentiles(lat["exact"]), percentiles(lat["indexed"])
+        entry = {"user_rows": n, "exact": ex, "indexed": ix, "p50_ratio_indexed_to_exact": ix["p50_ms"] / ex["p50_ms"],
+                 "topk_overlap": float(np.mean(overlap))}
+        out.append(entry)
+        table.append([f"{n:,}", ex["p50_ms"], ex["p95_ms"], ix["p50_ms"], ix["p95_ms"],
+                      entry["p50_ratio_indexed_to_exact"], entry["topk_overlap"]])
+    faster = [e["user_rows"] for e in out if e["p50_ratio_indexed_to_exact"] < 1.0]
+    switch = next((n for n in sizes if all(m in faster for m in sizes if m >= n)), None)
+    print_table(f"Similarity read, exact vs indexed shape, top {k}, {len(queries)} queries, one user among "
+                f"{others:,} rows of 100 others", ["user rows", "exact p50", "exact p95", "indexed p50",
+                                                   "indexed p95", "p50 indexed/exact", f"top-{k} overlap"], table)
+    print(f"switch point: the indexed shape is faster from {switch:,} rows of a user on"
+          if switch is not None else "switch point: the indexed shape was not faster at any size measured")
+    return {"switch": out, "switch_point_rows": switch, "others": others}
+
+
 def main() -> None:
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--sizes", default="10000,100000", help="comma-separated row counts (ascending)")
@@ -146,6 +202,8 @@ def main() -> None:
     p.add_argument("--base", type=int, default=4000, help="real sentences embedded with MiniLM")
     p.add_argument("--users", type=int, default=1, help="spread rows over this many users (search is user 0's)")
     p.add_argument("--noise", type=float, default=0.10)
+    p.add_argument("--switch", default="", help="comma-separated rows of one user: measure the exact/indexed switch")
+    p.add_argument("--switch-others", type=int, default=50_000, help="rows of 100 other users in the switch phase")
     args = p.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     rng = np.random.default_rng(args.seed)
@@ -169,6 +227,17 @@ def main() -> None:
         with Timer() as t:
             minilm.embed([q])
         one_query.append(t.seconds)
+
+    if args.switch:
+        with embedded_server() as uri:
+            mm = open_manager(uri, embedder=minilm)
+            mm.embeddings.embed([q for _, q in queries])  # query vectors once (the cache serves both shapes)
+            found = switch_point(mm, rng, base, vecs, queries, sorted(int(s) for s in args.switch.split(",")),
+                                 args.switch_others, args.k, args.noise)
+            mm.close()
+        print_load()
+        write_json(args.json, {"k": args.k, "queries": args.queries, **found})
+        return
 
     users = [USER] + [f"bench-user-{i}" for i in range(1, args.users)]
     results: list[dict[str, Any]] = []
