@@ -166,7 +166,7 @@ class _Candidate:
 # and messages up to ``search_exact_max_rows``). ``lex`` has each query word twice: as
 # itself and restricted to weight A (the message and its speaker in the keyword window),
 # so the window's own part is matched without rebuilding it (``ts_filter``) per row.
-_HEAD = TERMS_CTE + (", lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq,"
+_HEAD = TERMS_CTE + (", lex AS MATERIALIZED (SELECT row_number() OVER () AS ord, lit::tsquery AS tq,"
                      " (lit || ':A')::tsquery AS tq_a FROM terms)")
 
 #: The filters of a message row ``m`` (thread, time, expiry).
@@ -184,7 +184,10 @@ _M_WHERE = _M_SCOPE + " AND " + _M_LIVE
 # neighbour outside it is one the filter drops, never a candidate) before expired rows
 # are dropped (an expired turn stays a neighbour, as in the thread index the indexed
 # shape probes). A row's keyword score sums, in word order, the IDF of each query word
-# its window holds, at full weight in its own part and ``nw`` in the turns before it.
+# its window holds, at full weight in its own part and ``nw`` in the turns before it;
+# the rows find their scores in one jsonb object (``me_kw``, the exact float8 as text)
+# rather than by a join, which the planner, blind to a CTE's size, may run as a nested
+# loop over every match.
 _MSG_EXACT = """,
 me_rows AS MATERIALIZED (
     SELECT w.* FROM (
@@ -197,16 +200,20 @@ me_rows AS MATERIALIZED (
         WINDOW thread AS (PARTITION BY m.thread_id ORDER BY m.created_at, m.id)) w
     WHERE w.expires_at IS NULL OR w.expires_at > now()),
 me_total AS (SELECT count(tsv) AS n FROM me_rows),
-me_idf AS (
+me_idf AS MATERIALIZED (
     SELECT lex.ord, lex.tq, lex.tq_a, ln(1 + ((SELECT n FROM me_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
     FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM me_rows WHERE me_rows.tsv @@ lex.tq) d
 ),
+me_kw AS (
+    SELECT jsonb_object_agg(k.key::text, k.ks::text) AS ks FROM (
+        SELECT r.key, sum(i.idf * CASE WHEN r.tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END)
+               / nullif(greatest((SELECT sum(idf) FROM me_idf),
+                                 %(min_terms)s * ln(1 + ((SELECT n FROM me_total) + 0.5) / 0.5)), 0) AS ks
+        FROM me_rows r JOIN me_idf i ON r.tsv @@ i.tq GROUP BY r.key) k
+),
 me_scored AS MATERIALIZED (
     SELECT r.key, r.content, r.created_at, r.thread_id, r.summary_id, r.role, r.name, r.metadata, r.d,
-           r.prev_id, r.next_id,
-           (SELECT sum(i.idf * CASE WHEN r.tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END) FROM me_idf i WHERE r.tsv @@ i.tq)
-           / nullif(greatest((SELECT sum(idf) FROM me_idf),
-                             %(min_terms)s * ln(1 + ((SELECT n FROM me_total) + 0.5) / 0.5)), 0) AS ks
+           r.prev_id, r.next_id, ((SELECT ks FROM me_kw) ->> r.key::text)::float8 AS ks
     FROM me_rows r
 )"""
 
