@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from psycopg import sql
+import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
@@ -94,8 +94,9 @@ def explain(mm: Any, query: str, shape: str) -> str:
     with QueryCapture() as cap:
         mm.search_memory(query, user_id=USER, k=10, scope="messages", shape=shape)
     with mm.db.connection(USER) as conn:
-        stmt, params = cap.find(conn, r"WITH terms AS")
-        lines = [r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + stmt, params)]
+        stmt, params = cap.find(conn, r"WITH terms AS")  # sent with $n placeholders (a RawCursor)
+        cur = psycopg.RawCursor(conn)
+        lines = [r[0] for r in cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params)]
         conn.rollback()
     return re.sub(r"'\[[^\]]*\]'::vector", "'[query vector]'::vector", "\n".join(lines))
 

@@ -57,7 +57,7 @@ from memory.settings import Settings
 from memory.store import conninfo as _conninfo
 from memory.store.dates import register_clamping_loaders
 from memory.store.db import VECTOR_SCHEMA, _PoolHealth, search_path, translate, user_scope
-from memory.store.ops import Call, Commit, Op, Sql, T, row_factory, with_user_scope
+from memory.store.ops import Call, Commit, Op, Sql, T, cursor, with_user_scope
 from memory.store.rows import Entity, Fact, KnowledgeItem, Message, Summary, Workflow
 from memory.tables.conversation import NewMessage
 from memory.tables.facts import Remembered
@@ -133,8 +133,7 @@ class AsyncDatabase:
 
 async def aexecute(conn: psycopg.AsyncConnection, q: Sql) -> Any:
     """``memory.store.ops.execute`` on an async connection."""
-    factory = row_factory(q.row)
-    async with (conn.cursor(row_factory=factory) if factory is not None else conn.cursor()) as cur:
+    async with cursor(conn, q) as cur:
         if q.fetch == "many":
             out: list[Any] = []
             await cur.executemany(q.stmt, q.params, returning=True)

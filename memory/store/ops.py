@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 from collections.abc import Callable, Generator
 
+import psycopg
 from psycopg import sql
 from psycopg.rows import class_row, dict_row
 
@@ -47,6 +48,10 @@ class Sql:
 
     ``fetch``: "all" rows, "one" row (or None), "none", the "rowcount", or "many":
     ``executemany`` over ``params`` (a list) with RETURNING, every returned row in order.
+    ``raw``: ``stmt`` is a string with PostgreSQL's own placeholders (``$1``, ``$2``...) and
+    ``params`` a sequence, sent as they are (``psycopg.RawCursor``): psycopg parses a
+    statement's ``%s`` placeholders again on every execution once it is longer than 4 KB,
+    as the search statement is.
     """
 
     stmt: Any
@@ -54,6 +59,7 @@ class Sql:
     row: Any = None
     fetch: Fetch = "all"
     user: str | None = None
+    raw: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,10 +93,18 @@ def row_factory(row: Any) -> Any:
     return class_row(row)
 
 
+def cursor(conn: Any, q: Sql) -> Any:
+    """The cursor ``q`` runs on (sync or async connection alike: psycopg's own classes)."""
+    factory = row_factory(q.row)
+    if q.raw:
+        raw = psycopg.AsyncRawCursor if isinstance(conn, psycopg.AsyncConnection) else psycopg.RawCursor
+        return raw(conn, row_factory=factory) if factory is not None else raw(conn)
+    return conn.cursor(row_factory=factory) if factory is not None else conn.cursor()
+
+
 def execute(conn: Any, q: Sql) -> Any:
     """Run ``q`` on a sync connection; the result the operation receives."""
-    factory = row_factory(q.row)
-    with conn.cursor(row_factory=factory) if factory is not None else conn.cursor() as cur:
+    with cursor(conn, q) as cur:
         if q.fetch == "many":
             out: list[Any] = []
             cur.executemany(q.stmt, q.params, returning=True)

@@ -54,6 +54,8 @@ skipped from its first refusal on, and the keyword half still finds those rows.
 
 from __future__ import annotations
 
+import functools
+import re
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, UTC
@@ -187,7 +189,8 @@ _M_WHERE = _M_SCOPE + " AND " + _M_LIVE
 # its window holds, at full weight in its own part and ``nw`` in the turns before it;
 # the rows find their scores in one jsonb object (``me_kw``, the exact float8 as text)
 # rather than by a join, which the planner, blind to a CTE's size, may run as a nested
-# loop over every match.
+# loop over every match. The threads are told apart byte for byte (``COLLATE "C"``: the
+# same partitions, without a locale-aware comparison per sorted row).
 _MSG_EXACT = """,
 me_rows AS MATERIALIZED (
     SELECT w.* FROM (
@@ -197,7 +200,7 @@ me_rows AS MATERIALIZED (
         FROM conversational_memory m
         LEFT JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id
         WHERE """ + _M_SCOPE + """
-        WINDOW thread AS (PARTITION BY m.thread_id ORDER BY m.created_at, m.id)) w
+        WINDOW thread AS (PARTITION BY m.thread_id COLLATE "C" ORDER BY m.created_at, m.id)) w
     WHERE w.expires_at IS NULL OR w.expires_at > now()),
 me_total AS (SELECT count(tsv) AS n FROM me_rows),
 me_idf AS MATERIALIZED (
@@ -399,6 +402,21 @@ WHERE EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND em
 _UNION = "\nUNION ALL"
 
 
+@functools.lru_cache(maxsize=32)
+def _search_query(kinds: tuple[str, ...], shape: str = "auto") -> tuple[str, tuple[str, ...]]:
+    """:func:`_search_statement` with PostgreSQL's own placeholders (``$1``...), and the
+    parameter names in their order: sent as it is (``Sql.raw``), not parsed per search."""
+    names: list[str] = []
+
+    def number(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    text = re.sub(r"%\((\w+)\)s", number, _search_statement(kinds, shape).as_string())
+    return text, tuple(names)
+
+
 def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
     """The one statement of a search over ``kinds``; ``shape`` exact / indexed / auto (switch).
 
@@ -582,7 +600,7 @@ class MemorySearch(Table):
         vectors = yield Call(self._embed, ([p[5] for p in plans],))
         s = self.settings
         pool = max(4 * k, 50)
-        stmt = _search_statement(kinds, shape)
+        stmt = _search_query(kinds, shape)
         params = [dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, prepool=4 * pool, speakers=speakers,
                        nw=w.neighbour_weight, min_terms=w.min_terms, q=text, max_terms=s.search_max_terms,
                        cap=s.search_term_candidates, sample=s.search_sample_rows, switch=s.search_exact_max_rows,
@@ -596,13 +614,16 @@ class MemorySearch(Table):
         return [[_candidate(row, span) for row in found if row["kind"] != "pending"]
                 for (span, *_), found in zip(plans, rows, strict=False)]
 
-    def _search_rows_op(self, stmt: sql.SQL, params: Sequence[dict[str, Any]]) -> Op[list[list[dict[str, Any]]]]:
-        """Every query's rows, in one transaction (its search settings first)."""
+    def _search_rows_op(self, stmt: tuple[str, tuple[str, ...]],
+                        params: Sequence[dict[str, Any]]) -> Op[list[list[dict[str, Any]]]]:
+        """Every query's rows, in one transaction (its search settings first); ``stmt`` is
+        :func:`_search_query`'s text and parameter names."""
+        text, names = stmt
         uid = params[0]["uid"]
         yield self._search_settings_sql(uid)
         rows = []
         for p in params:
-            rows.append((yield Sql(stmt, p, dict, user=uid)))
+            rows.append((yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True)))
         yield COMMIT
         return rows
 
