@@ -23,7 +23,7 @@ Phases:
    included (agentmem ``search_memory`` and ``read_knowledge``), k=10.
 2. ``--scale`` rows (default 100k) as 200 users x 500 rows, then as one user with all of
    them: rows are LoCoMo turns with a row number appended, their vectors the turn's
-   vector plus small noise, loaded through each system's own write API with a lookup
+   vector (by that system's embedder) plus small noise, loaded through each system's own write API with a lookup
    embedder (the load is not timed: it would only time the lookup); search as above,
    queries embedded by the real encoder. ``--scale 0`` skips the phase.
 
@@ -37,7 +37,7 @@ its round trips), each in the same run; ratios are printed for both. Configurati
 * ``default``: what each system's users get by default for this model: the peers
   sentence-transformers/torch MiniLM from the packaged weights (as langchain's
   ``HuggingFaceEmbeddings`` would load it), agentmem its default backend (ONNX int8).
-  Every table says which configuration it is; the scale phase runs in ``same`` only.
+  Every table says which configuration it is; both phases run in either.
 
 agentmem's embedding cache is off (``embedding_cache_size=0``) so repeated rounds embed
 every text and query again, like the peers.
@@ -345,7 +345,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="embedding threads, the same for every system")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--queries", type=int, default=60, help="queries per system and round")
-    ap.add_argument("--scale", type=int, default=100_000, help="rows of the scale phase (0: skip it; same only)")
+    ap.add_argument("--scale", type=int, default=100_000, help="rows of the scale phase (0: skip it)")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -391,21 +391,26 @@ def main() -> None:
         for s in systems:
             s.close()
 
-        # Phase 2: --scale rows, as 200 users and as one user.
-        if args.scale and args.peer_embedder == "same":
-            noise = np.random.default_rng(7)
-            gen: dict[str, np.ndarray] = {}
-            rows = []
-            for i in range(args.scale):
-                j = i % len(texts)
-                text = f"{texts[j]} (#{i})"
-                v = base[j] + 0.1 * noise.standard_normal(mine.dimension).astype(np.float32) / np.sqrt(mine.dimension)
-                gen[text] = v / np.linalg.norm(v)
-                rows.append(text)
-            lookup = Lookup(mine, gen)
+        # Phase 2: --scale rows, as 200 users and as one user. Each system's rows carry
+        # vectors of its own embedder (the turn's vector plus the same noise), so its
+        # queries, embedded by that embedder, search the space they were made in.
+        if args.scale:
+            noise = np.random.default_rng(7).standard_normal((args.scale, mine.dimension)).astype(np.float32)
+            rows = [f"{texts[i % len(texts)]} (#{i})" for i in range(args.scale)]
+            lookups = {}
+            for backend, enc in encoders.items():
+                turn_vecs = base if backend == mine.backend else enc.inner.embed(texts)
+                gen: dict[str, np.ndarray] = {}
+                for i, text in enumerate(rows):
+                    v = turn_vecs[i % len(texts)] + 0.1 * noise[i] / np.sqrt(mine.dimension)
+                    gen[text] = v / np.linalg.norm(v)
+                lookups[backend] = Lookup(enc, gen)
             for layout, users in (("200 users", 200), ("one user", 1)):
                 db = new_database(uri, "p_" + layout.replace(" ", "_"))
-                systems = [cls(db, mine, lookup) for cls in SYSTEMS]
+                systems = []
+                for cls in SYSTEMS:
+                    enc = mine if cls is Agentmem else peer
+                    systems.append(cls(db, enc, lookups[enc.backend]))
                 per = args.scale // users
                 for sys_ in systems:
                     t0 = time.perf_counter()

@@ -282,11 +282,13 @@ m_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM conversational_context
 
 # Every kind's rows come out with the same columns; a message brings the ids of the
 # turns before and after it in its thread, a summary the range of the messages it
-# replaced (the summary index). ``spk``: the message's speaker is one of the names the
-# query mentions (``speakers``, found in Python among the user's speaker names).
+# replaced (the summary index) and the span it covers (``t0``/``t1``; NULL for a message:
+# its ``created_at``). ``spk``: the message's speaker is one of the names the query
+# mentions (``speakers``, found in Python among the user's speaker names).
 _MSG_EXACT_SELECT = """
 SELECT 'message' AS kind, r.key::text AS id, r.content, r.created_at, r.thread_id, r.summary_id, r.role, r.name,
-       r.created_at AS t0, r.created_at AS t1, r.metadata, coalesce(1 - r.d, 0) AS vs, coalesce(r.ks, 0) AS ks,
+       NULL::timestamptz AS t0, NULL::timestamptz AS t1, r.metadata, coalesce(1 - r.d, 0) AS vs,
+       coalesce(r.ks, 0) AS ks,
        r.prev_id, r.next_id, NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
        coalesce(r.name = ANY (%(speakers)s::text[]), false) AS spk
 FROM me_scored r
@@ -297,7 +299,7 @@ WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_scored WHERE d IS NOT NULL 
 # The indexed shape finds a candidate's neighbours through the thread index.
 _MSG_INDEXED_SELECT = """
 SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
-       m.created_at AS t0, m.created_at AS t1, m.metadata,
+       NULL::timestamptz AS t0, NULL::timestamptz AS t1, m.metadata,
        coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, coalesce(kw.ks, 0) AS ks,
        prev.id AS prev_id, nxt.id AS next_id,
        NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
@@ -694,7 +696,9 @@ def _aware(value: datetime | None) -> datetime | None:
 def _candidate(row: dict[str, Any], span: TimeRange | None) -> _Candidate:
     in_range = None
     if span is not None:
-        in_range = bool(row["t0"] < span.end and row["t1"] >= span.start)
+        # a message is at one time (t0/t1 come only with summaries: the span they cover)
+        t0, t1 = (row["t0"], row["t1"]) if row["t0"] is not None else (row["created_at"], row["created_at"])
+        in_range = bool(t0 < span.end and t1 >= span.start)
     covers = None
     if row["n_covered"]:
         covers = Covered(int(row["first_id"]), int(row["last_id"]), int(row["n_covered"]))
