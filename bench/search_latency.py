@@ -142,7 +142,10 @@ def explain(mm: Any, query_text: str, pattern: str, *, hybrid: bool) -> str:
     with mm.db.connection() as conn:
         query, params = cap.find(conn, pattern)
         conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-        lines = [r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + query, params)]
+        if isinstance(query, str):  # sent as it is, with PostgreSQL's own placeholders ($1...)
+            lines = [r[0] for r in psycopg.RawCursor(conn).execute("EXPLAIN (ANALYZE, BUFFERS) " + query, params)]
+        else:
+            lines = [r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + query, params)]
         conn.rollback()
     return re.sub(r"'\[[^\]]*\]'::vector", "'[query vector]'::vector", "\n".join(lines))
 

@@ -28,6 +28,8 @@ and for every query. ``bench/search_latency.py --switch`` measured the switch po
 from __future__ import annotations
 
 import dataclasses
+import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from collections.abc import Sequence
@@ -209,7 +211,8 @@ class Table:
         query = self._query(query)
         qvec = (yield Call(self._embed, ([query],)))[0]
         pool = max(k * 4, 20)
-        stmt = _similar_statement(table, row_cls, where, columns)
+        cols = columns if columns is not None else select_list(row_cls, "x")
+        text, names = _similar_query(table, where.as_string(), cols.as_string())
         if shape not in SHAPES:
             raise InvalidInputError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
         switch = {"auto": self.settings.similar_exact_max_rows, "exact": EXACT_ALWAYS, "indexed": -1}[shape]
@@ -219,7 +222,7 @@ class Table:
                     switch=switch)
         uid = params.get("uid")
         yield self._search_settings_sql(uid)
-        rows = yield Sql(stmt, args, dict, user=uid)
+        rows = yield Sql(text, [args[n] for n in names], dict, user=uid, raw=True)
         weights = {"vector": float(vector_weight), "keyword": float(keyword_weight)}
         hits = [_hit(row_cls, row, weights) for row in rows]  # in vector order: ties go to the closer row
         hits.sort(key=lambda h: -h.score)
@@ -341,11 +344,26 @@ def _hit(row_cls: type[T], row: dict[str, Any], weights: dict[str, float]) -> Hi
     return Hit(row_cls(**row), fuse(signals, weights), signals)
 
 
-def _similar_statement(table: str, row_cls: type, where: sql.Composable,
-                       columns: sql.Composable | None = None) -> sql.Composed:
+@functools.lru_cache(maxsize=64)
+def _similar_query(table: str, where: str, columns: str) -> tuple[str, tuple[str, ...]]:
+    """The similarity statement (``where`` and the select list as rendered SQL) with PostgreSQL's
+    own placeholders (``$1``...) and the parameter names in their order: composed once per
+    table and filter and sent as it is (``Sql.raw``), since psycopg parses a statement longer
+    than 4 KB again on every execution."""
+    names: list[str] = []
+
+    def number(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    stmt = _similar_statement(table, sql.SQL(where), sql.SQL(columns))
+    return re.sub(r"%\((\w+)\)s", number, stmt.as_string()), tuple(names)
+
+
+def _similar_statement(table: str, where: sql.Composable, columns: sql.Composable) -> sql.Composed:
     return sql.SQL(_SIMILAR).format(  # a constant; values are bound
-        key=sql.Identifier(key_name(table)), tbl=sql.Identifier(table), where=where,
-        cols=columns if columns is not None else select_list(row_cls, "x"))
+        key=sql.Identifier(key_name(table)), tbl=sql.Identifier(table), where=where, cols=columns)
 
 
 def key_name(table: str) -> str:
