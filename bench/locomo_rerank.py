@@ -7,20 +7,20 @@ speaker as ``name``, each turn 30 s after the previous one), and collects every 
 (``MemorySearch._found_many_op`` with the question's ``k``, so the pool the library
 ranks). Those same candidates are then ranked again:
 
-* ``shipped``: ``search_memory``'s ranking (``_order`` with ``DEFAULT_WEIGHTS``);
+* ``shipped``: ``search_memory``'s ranking (``_order`` with ``DEFAULT_WEIGHTS``, keyword
+  feedback included: :mod:`memory.retrieval.feedback`), and the first ranking without it;
 * ``pool`` and ``R@20``: every candidate (what any re-ranking could reach) and the
   shipped ranking's top 20;
-* alternatives built on the shipped score, each a technique for evidence spread over
-  sessions or said indirectly: diversity across sessions (a hit loses ``p`` per earlier
-  hit of its session), maximal marginal relevance over the candidates' embeddings,
-  vector pseudo-relevance feedback (cosine to the centroid of the top 5), keyword
-  pseudo-relevance feedback (the 5 most distinctive stemmed words of the top 10, by
-  their share there times their rarity among the candidates), a neighbourhood vector
-  (cosine to the mean embedding of the turn and the turns around it), a length prior
-  (more distinct words, more likely a statement than chit-chat), other neighbour
-  and thread weights, and the vector signal taken against the mean direction of the
-  question and its statement form (its interrogative opening and question mark dropped:
-  "What activities has Melanie done?" -> "activities has Melanie done").
+* alternatives built on the first ranking's score, each a technique for evidence spread
+  over sessions or said indirectly: diversity across sessions (a hit loses ``p`` per
+  earlier hit of its session), maximal marginal relevance over the candidates'
+  embeddings, vector pseudo-relevance feedback (cosine to the centroid of the top 5),
+  keyword feedback at other weights, a neighbourhood vector (cosine to the mean
+  embedding of the turn and the turns around it), a length prior (more distinct words,
+  more likely a statement than chit-chat), other neighbour and thread weights, and the
+  vector signal taken against the mean direction of the question and its statement form
+  (its interrogative opening and question mark dropped: "What activities has Melanie
+  done?" -> "activities has Melanie done").
 
 ``--misses 1,3`` also prints, per question of those categories that misses evidence,
 the evidence turns (rank among the candidates and signals) and the top 5 hits.
@@ -39,7 +39,6 @@ import math
 import re
 import statistics
 import sys
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -66,14 +65,18 @@ def messages(ranked: Sequence[_Candidate]) -> list[_Candidate]:
     return [c for c in ranked if c.item.kind == "message"]
 
 
+#: The ranking before keyword feedback: the base the alternatives below are built on.
+FIRST = replace(DEFAULT_WEIGHTS, feedback_weight=0.0)
+
+
 def shipped(w: SearchWeights = DEFAULT_WEIGHTS) -> Ranker:
-    return lambda cands, conv, q: messages(_order(cands, "hybrid", w))
+    return lambda cands, conv, q: messages(_order(cands, "hybrid", w, q["question"]))
 
 
 def rescored(bonus: Callable[[list[_Candidate], dict[str, Any], dict[str, Any]], list[float]]) -> Ranker:
     """The shipped ranking with a bonus added to each message's score."""
     def rank(cands: Sequence[_Candidate], conv: dict[str, Any], q: dict[str, Any]) -> list[_Candidate]:
-        ranked = shipped()(cands, conv, q)
+        ranked = shipped(FIRST)(cands, conv, q)
         for c, b in zip(ranked, bonus(ranked, conv, q), strict=True):
             c.score += b
         return sorted(ranked, key=lambda c: -c.score)
@@ -83,7 +86,7 @@ def rescored(bonus: Callable[[list[_Candidate], dict[str, Any], dict[str, Any]],
 def greedy(penalty: Callable[[_Candidate, list[_Candidate], dict[str, Any]], float]) -> Ranker:
     """The shipped ranking re-read greedily: each next hit is the best score minus its penalty."""
     def rank(cands: Sequence[_Candidate], conv: dict[str, Any], q: dict[str, Any]) -> list[_Candidate]:
-        pool = shipped()(cands, conv, q)
+        pool = shipped(FIRST)(cands, conv, q)
         out: list[_Candidate] = []
         while pool and len(out) < K:
             best = max(pool, key=lambda c: c.score - penalty(c, out, conv))
@@ -114,21 +117,6 @@ def vector_prf(weight: float, top: int = 5) -> Ranker:
     return rescored(bonus)
 
 
-def keyword_prf(weight: float, top: int = 10, words: int = 5) -> Ranker:
-    def bonus(ranked: list[_Candidate], conv: dict[str, Any], q: dict[str, Any]) -> list[float]:
-        if len(ranked) < top:
-            return [0.0] * len(ranked)
-        terms = [conv["terms"][c.item.message_id] for c in ranked]
-        asked = set(analyze(q["question"]))
-        df = Counter(t for ts in terms for t in ts)
-        near = Counter(t for ts in terms[:top] for t in ts)
-        value = {t: n / top * math.log(1 + len(ranked) / df[t]) for t, n in near.items() if n >= 2 and t not in asked}
-        chosen = dict(sorted(value.items(), key=lambda kv: -kv[1])[:words])
-        total = sum(chosen.values()) or 1.0
-        return [weight * sum(v for t, v in chosen.items() if t in ts) / total for ts in terms]
-    return rescored(bonus)
-
-
 def neighbourhood_vector(weight: float) -> Ranker:
     def bonus(ranked: list[_Candidate], conv: dict[str, Any], q: dict[str, Any]) -> list[float]:
         return [weight * float(conv["window"][c.item.message_id] @ q["qvec"]) for c in ranked]
@@ -154,7 +142,7 @@ def statement_vector() -> Ranker:
                  if c.item.kind == "message" else c for c in cands]
         for c in moved:
             c.signals["vector"] = c.vector
-        return messages(_order(moved, "hybrid", DEFAULT_WEIGHTS))
+        return messages(_order(moved, "hybrid", FIRST, q["question"]))
     return rank
 
 
@@ -166,15 +154,17 @@ def length_prior(weight: float, cap: int = 20) -> Ranker:
 
 
 VARIANTS: dict[str, Ranker] = {
-    "shipped": shipped(),
-    "adjacent 0.1": shipped(replace(DEFAULT_WEIGHTS, adjacent_weight=0.1)),
-    "adjacent 0, thread 0": shipped(replace(DEFAULT_WEIGHTS, adjacent_weight=0.0, thread_weight=0.0)),
+    "shipped (with keyword feedback)": shipped(),
+    "first ranking (no feedback)": shipped(FIRST),
+    "adjacent 0.1": shipped(replace(FIRST, adjacent_weight=0.1)),
+    "adjacent 0, thread 0": shipped(replace(FIRST, adjacent_weight=0.0, thread_weight=0.0)),
     "session diversity 0.05": session_diversity(0.05),
     "session diversity 0.1": session_diversity(0.1),
     "mmr 0.1": mmr(0.1),
     "mmr 0.3": mmr(0.3),
     "vector prf 0.2": vector_prf(0.2),
-    "keyword prf 0.2": keyword_prf(0.2),
+    "keyword feedback 0.1": shipped(replace(DEFAULT_WEIGHTS, feedback_weight=0.1)),
+    "keyword feedback 0.3": shipped(replace(DEFAULT_WEIGHTS, feedback_weight=0.3)),
     "neighbourhood vector 0.4": neighbourhood_vector(0.4),
     "length prior 0.2": length_prior(0.2),
     "question + statement form vector": statement_vector(),

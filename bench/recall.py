@@ -111,13 +111,14 @@ def search_all(mm: MemoryManager, data: Dataset, *, weights: SearchWeights, time
         with Timer() as t:
             found = run(mm.db, mm.memory_search._found_many_op([q.text], user_id=q.user, k=k, now=data.now,
                                                                time_mode=time_mode, weights=weights))[0]
-            runs[q.qid] = _order(found, "hybrid", weights)[:k]
+            runs[q.qid] = _order(found, "hybrid", weights, q.text)[:k]
         latencies.append(t.seconds)
     return runs, latencies
 
 
-def rerank(runs: dict[str, list[_Candidate]], method: str, weights: SearchWeights) -> dict[str, list[MemoryHit]]:
-    return {qid: _rank(hits, method, weights) for qid, hits in runs.items()}
+def rerank(runs: dict[str, list[_Candidate]], method: str, weights: SearchWeights,
+           queries: dict[str, str]) -> dict[str, list[MemoryHit]]:
+    return {qid: _rank(hits, method, weights, queries[qid]) for qid, hits in runs.items()}
 
 
 def by_type_rows(label: str, runs: dict[str, list[MemoryHit]], data: Dataset, evidence: dict[str, set[int]],
@@ -140,8 +141,9 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
     out: dict[str, Any] = {}
     log(f"[{phase}] searching {len(data.questions)} questions")
     base, lat = search_all(mm, data, weights=DEFAULT_WEIGHTS)
+    texts = {q.qid: q.text for q in data.questions}
     out["latency_ms_p50"] = statistics.median(lat) * 1000
-    methods = {m: rerank(base, m, DEFAULT_WEIGHTS) for m in ("vector", "keyword", "hybrid")}
+    methods = {m: rerank(base, m, DEFAULT_WEIGHTS, texts) for m in ("vector", "keyword", "hybrid")}
     rows = []
     for m, runs in methods.items():
         rows += by_type_rows(m, runs, data, evidence, None)
@@ -164,11 +166,12 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
     variants["without adjacent turns"] = ("hybrid", replace(DEFAULT_WEIGHTS, adjacent_weight=0.0))
     variants["without thread"] = ("hybrid", replace(DEFAULT_WEIGHTS, thread_weight=0.0))
     variants["message alone (neither)"] = ("hybrid", replace(DEFAULT_WEIGHTS, adjacent_weight=0.0, thread_weight=0.0))
+    variants["without keyword feedback"] = ("hybrid", replace(DEFAULT_WEIGHTS, feedback_weight=0.0))
     for rk in (60, 10, 1):
         variants[f"rrf k={rk}"] = ("hybrid", replace(DEFAULT_WEIGHTS, fusion="rrf", rrf_k=rk, keyword_weight=1.0))
     rows = []
     for name, (method, w) in variants.items():
-        runs = rerank(base, method, w)
+        runs = rerank(base, method, w, texts)
         rows.append([name] + [recall(runs, pooled(data, p), evidence, k) for p in ("tune", "heldout") for k in (1, 5)])
     print_table(f"[{phase}] fusion of vector and keyword scores (answerable questions)",
                 ["fusion", "tune R@1", "tune R@5", "heldout R@1", "heldout R@5"], rows)
@@ -181,7 +184,7 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
         runs = base if nw == DEFAULT_WEIGHTS.neighbour_weight else search_all(
             mm, data, weights=replace(DEFAULT_WEIGHTS, neighbour_weight=nw))[0]
         for method in ("keyword", "hybrid"):
-            rr = rerank(runs, method, DEFAULT_WEIGHTS)
+            rr = rerank(runs, method, DEFAULT_WEIGHTS, texts)
             ctx = [q for q in data.questions if q.qtype == "context"]
             rows.append([f"{method} neighbour={nw}"] + [recall(rr, pooled(data, p), evidence, 5) for p in ("tune", "heldout")]
                         + [recall(rr, ctx, evidence, 5)])
@@ -199,7 +202,7 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
     for boost in (0.05, 0.15, 0.3):
         settings.append((f"boost +{boost}", base, replace(DEFAULT_WEIGHTS, time_boost=boost)))
     for name, runs, w in settings:
-        rr = rerank(runs, "hybrid", w)
+        rr = rerank(runs, "hybrid", w, texts)
         rows.append([name] + [recall(rr, temporal, evidence, k) for k in KS] + [recall(rr, others, evidence, 5)])
     print_table(f"[{phase}] time expressions (hybrid): temporal questions, and the others unaffected?",
                 ["time handling", "temporal R@1", "R@5", "R@10", "non-temporal R@5"], rows)

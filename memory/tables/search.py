@@ -33,7 +33,12 @@ They are fused linearly: a hit's own score is ``vector + keyword_weight * keywor
 speaker_weight * speaker + time_boost * time``, and a message adds ``adjacent_weight``
 times the better own score of the turns just before and after it (when they are
 candidates) and ``thread_weight`` times the mean own score of its thread's best three
-candidates (see :func:`_rank`). The weights were fitted on two LoCoMo conversations and
+candidates (see :func:`_rank`). Last, **keyword feedback**: the words the ten best hits
+of that ranking share (and the question does not have) lift every candidate that has
+them, by ``feedback_weight`` times the share of those words it contains
+(:mod:`memory.retrieval.feedback`): "What activities has Melanie done with her family?"
+finds "I'm off to go swimming with the kids" through the "kids" her other family turns
+talk about. The weights were fitted on two LoCoMo conversations and
 checked on the third and on the synthetic set (``bench/_public_memory.py``,
 ``bench/recall.py``). Rank fusion with a flat constant is available (``fusion="rrf"``)
 for comparison. Because the fused score is absolute, a caller can set ``min_score``
@@ -66,6 +71,7 @@ import psycopg
 from psycopg import sql
 
 from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse, fuse_rankings
+from memory.retrieval.feedback import feedback
 from memory.retrieval.hits import Hit
 from memory.store.ops import COMMIT, Call, Op, Sql, run
 from memory.tables.base import TERMS_CTE, Table
@@ -92,6 +98,9 @@ class SearchWeights:
     speaker_weight: float = 0.3  # the message's speaker is named in the query
     adjacent_weight: float = 0.2  # share of the better adjacent turn's score
     thread_weight: float = 0.2  # share of the mean score of the thread's best three turns
+    feedback_weight: float = 0.2  # keyword feedback from the first ranking's best hits (memory.retrieval.feedback)
+    feedback_top: int = 10  # how many of the first ranking's hits it learns from
+    feedback_words: int = 5  # how many of their shared words it adds
     fusion: str = "linear"  # or "rrf"
     rrf_k: int = 60
 
@@ -140,7 +149,7 @@ class MemoryItem:
 
 #: What ``search_memory`` returns, one per found row: ``Hit[MemoryItem]``. ``score`` is
 #: the fused score the list is ordered by; ``signals`` has each signal's own value:
-#: ``vector``, ``keyword``, ``speaker``, ``neighbour`` and ``thread`` (hybrid), and
+#: ``vector``, ``keyword``, ``speaker``, ``neighbour``, ``thread`` and ``feedback`` (hybrid), and
 #: ``time`` (1 or 0: in the query's time range) only when the query names a time.
 MemoryHit = Hit[MemoryItem]
 
@@ -547,8 +556,8 @@ class MemorySearch(Table):
                                                method=method, weights=weights, shape=shape)
         w = weights or DEFAULT_WEIGHTS
         results: list[list[MemoryHit]] = []
-        for candidates in found:
-            ranked = _rank(candidates, method, w)
+        for query, candidates in zip(queries, found, strict=True):
+            ranked = _rank(candidates, method, w, query)
             if min_score is not None:
                 ranked = [h for h in ranked if h.score >= min_score]
             results.append(ranked[:self._k(k)])
@@ -713,12 +722,12 @@ def _candidate(row: dict[str, Any], span: TimeRange | None) -> _Candidate:
     return _Candidate(item, vs, ks, in_range, signals, row["prev_id"], row["next_id"])
 
 
-def _rank(found: Sequence[_Candidate], method: str, w: SearchWeights) -> list[MemoryHit]:
+def _rank(found: Sequence[_Candidate], method: str, w: SearchWeights, query: str) -> list[MemoryHit]:
     """The found rows as hits, best first (:func:`_order`)."""
-    return [Hit(c.item, c.score, c.signals) for c in _order(found, method, w)]
+    return [Hit(c.item, c.score, c.signals) for c in _order(found, method, w, query)]
 
 
-def _order(found: Sequence[_Candidate], method: str, w: SearchWeights) -> list[_Candidate]:
+def _order(found: Sequence[_Candidate], method: str, w: SearchWeights, query: str) -> list[_Candidate]:
     """Order the found rows by the chosen method; ``score`` is the fused score, ``signals`` its parts.
 
     Hybrid (linear): each hit's own score is ``vector + keyword_weight * keyword +
@@ -764,6 +773,12 @@ def _order(found: Sequence[_Candidate], method: str, w: SearchWeights) -> list[_
                 c.signals.update(neighbour=neighbour, thread=thread)
                 score += neighbour + thread
             c.score = score
+        if w.feedback_weight:
+            out.sort(key=lambda c: -c.score)
+            lift = feedback([c.item.content for c in out], query, top=w.feedback_top, words=w.feedback_words)
+            for c, f in zip(out, lift, strict=True):
+                c.signals["feedback"] = f
+                c.score += w.feedback_weight * f
     else:
         by_key = {key(c): c for c in out}
         vec = sorted(by_key, key=lambda k: -by_key[k].vector)

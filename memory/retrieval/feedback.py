@@ -1,0 +1,65 @@
+"""Keyword feedback: the words the best hits share lift the other hits that contain them.
+
+A question often names a category and its answer an instance of it: "What activities
+has Melanie done with her family?" is answered by "I'm off to go swimming with the
+kids", which shares no word with the question and is not close to it as a vector. The
+best hits of the first ranking usually talk about the same things as the answer
+("kids", "camping", "beach"), so those words are taken as the question's unspoken
+terms (pseudo-relevance feedback, as in RM3):
+
+* the first ranking's top ``top`` hits are taken as relevant;
+* each word at least two of them contain and the question does not is valued by its
+  share among them times its rarity among all candidates, ``ln(1 + n / df)``;
+* the ``words`` most valuable make the feedback set;
+* a candidate's ``feedback`` signal is the share of that set's value it contains, 0 to 1.
+
+A text said more than once counts once (repeated turns must not vote for their own
+words); with fewer than ``top`` distinct texts there is nothing to learn from and every
+signal is 0.
+Words are the stemmed terms of :mod:`memory.retrieval.bm25` (prose only: identifiers are
+not split here, which keeps it a dictionary lookup per word once a word has been seen).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+from memory.retrieval.bm25 import STOPWORDS, _stemmer
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+@lru_cache(maxsize=100_000)
+def _stem(word: str) -> str:
+    return word if word.isdigit() else str(_stemmer().stemWord(word))  # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=50_000)
+def terms(text: str) -> frozenset[str]:
+    """The distinct stemmed words of ``text``, stopwords left out (cached per text)."""
+    return frozenset(_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
+
+
+def feedback(texts: Sequence[str], question: str, *, top: int = 10, words: int = 5) -> list[float]:
+    """Each candidate's feedback signal (0..1); ``texts`` are the candidates, best first.
+
+    A text said again (the same words) counts once, so repeated turns cannot vote for
+    their own words; with fewer than ``top`` distinct texts every signal is 0.
+    """
+    sets = [terms(t) for t in texts]
+    distinct = list(dict.fromkeys(s for s in sets if s))
+    if len(distinct) < top or words <= 0:
+        return [0.0] * len(texts)
+    asked = terms(question)
+    df = Counter(w for s in distinct for w in s)
+    near = Counter(w for s in distinct[:top] for w in s)
+    value = {w: n / top * math.log(1 + len(distinct) / df[w]) for w, n in near.items() if n >= 2 and w not in asked}
+    chosen = dict(sorted(value.items(), key=lambda kv: (-kv[1], kv[0]))[:words])
+    total = sum(chosen.values())
+    if not total:
+        return [0.0] * len(texts)
+    return [sum(v for w, v in chosen.items() if w in s) / total for s in sets]
