@@ -163,6 +163,7 @@ VARIANTS: dict[str, Ranker] = {
     "mmr 0.1": mmr(0.1),
     "mmr 0.3": mmr(0.3),
     "vector prf 0.2": vector_prf(0.2),
+    "keyword feedback 0.05": shipped(replace(DEFAULT_WEIGHTS, feedback_weight=0.05)),
     "keyword feedback 0.1": shipped(replace(DEFAULT_WEIGHTS, feedback_weight=0.1)),
     "keyword feedback 0.3": shipped(replace(DEFAULT_WEIGHTS, feedback_weight=0.3)),
     "neighbourhood vector 0.4": neighbourhood_vector(0.4),

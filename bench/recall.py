@@ -167,6 +167,8 @@ def evaluate(mm: MemoryManager, data: Dataset, evidence: dict[str, set[int]], ph
     variants["without thread"] = ("hybrid", replace(DEFAULT_WEIGHTS, thread_weight=0.0))
     variants["message alone (neither)"] = ("hybrid", replace(DEFAULT_WEIGHTS, adjacent_weight=0.0, thread_weight=0.0))
     variants["without keyword feedback"] = ("hybrid", replace(DEFAULT_WEIGHTS, feedback_weight=0.0))
+    for fw in (0.05, 0.1, 0.3):
+        variants[f"keyword feedback {fw}"] = ("hybrid", replace(DEFAULT_WEIGHTS, feedback_weight=fw))
     for rk in (60, 10, 1):
         variants[f"rrf k={rk}"] = ("hybrid", replace(DEFAULT_WEIGHTS, fusion="rrf", rrf_k=rk, keyword_weight=1.0))
     rows = []

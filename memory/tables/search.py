@@ -98,7 +98,7 @@ class SearchWeights:
     speaker_weight: float = 0.3  # the message's speaker is named in the query
     adjacent_weight: float = 0.2  # share of the better adjacent turn's score
     thread_weight: float = 0.2  # share of the mean score of the thread's best three turns
-    feedback_weight: float = 0.2  # keyword feedback from the first ranking's best hits (memory.retrieval.feedback)
+    feedback_weight: float = 0.05  # keyword feedback from the first ranking's best hits (memory.retrieval.feedback)
     feedback_top: int = 10  # how many of the first ranking's hits it learns from
     feedback_words: int = 5  # how many of their shared words it adds
     fusion: str = "linear"  # or "rrf"
