@@ -106,3 +106,14 @@ def sql_conn(mm: MemoryManager) -> Iterator[psycopg.Connection]:
     with psycopg.connect(mm.db.conninfo, autocommit=True) as conn:
         conn.execute(psycopg.sql.SQL("SET search_path TO {}, public").format(psycopg.sql.Identifier(mm.db.schema)))
         yield conn
+
+
+@pytest.fixture
+def small_bounds(settings: Settings) -> Iterator[MemoryManager]:
+    """A manager whose switch points (search_memory's and the similarity reads'), per-word
+    candidate cap and sample are tiny, to reach them with few rows."""
+    mm = MemoryManager.open(settings.with_(search_exact_max_rows=12, similar_exact_max_rows=12,
+                                           search_term_candidates=4, search_sample_rows=20, pool_max_size=2),
+                            embedder=HashEmbedder())
+    yield mm
+    mm.close()

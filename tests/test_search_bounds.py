@@ -23,7 +23,6 @@ from langchain_core.messages import AIMessage
 
 from memory import InvalidInputError, MemoryManager
 from memory.agent.loop import MemoryAgent
-from memory.retrieval.embeddings import HashEmbedder
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 
@@ -151,15 +150,6 @@ def test_indexed_shape_agrees_with_the_exact_one_below_its_bounds(mm: MemoryMana
         assert {h.item.id for h in indexed} == {h.item.id for h in exact} and all(h.item.thread_id == "t1" for h in indexed)
         found = mm.search_memory(q, user_id=user, k=5, scope="messages", thread_id="t1", shape="indexed")
         assert found and all(h.item.thread_id == "t1" for h in found)
-
-
-@pytest.fixture
-def small_bounds(settings: Any) -> Iterator[MemoryManager]:
-    """A manager whose switch point and per-word candidate cap are tiny, to reach them."""
-    mm = MemoryManager.open(settings.with_(search_exact_max_rows=12, search_term_candidates=4,
-                                           search_sample_rows=20, pool_max_size=2), embedder=HashEmbedder())
-    yield mm
-    mm.close()
 
 
 def test_large_history_switches_to_the_indexed_shape(small_bounds: MemoryManager, user: str) -> None:

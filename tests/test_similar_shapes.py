@@ -13,13 +13,12 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from psycopg import sql
 
 from memory import InvalidInputError, MemoryManager
-from memory.retrieval.embeddings import HashEmbedder
 from memory.store.rows import KnowledgeItem
 
 
@@ -32,15 +31,6 @@ def similar(mm: MemoryManager, query: str, user: str, *, k: int = 10, shape: str
             where: str = "user_id = %(uid)s", **params: Any) -> list[Any]:
     return mm.knowledge._similar("knowledge_memory", KnowledgeItem, query, sql.SQL(where),  # type: ignore[arg-type]
                                  {"uid": user, **params}, k=k, shape=shape)
-
-
-@pytest.fixture
-def small_bounds(settings: Any) -> Iterator[MemoryManager]:
-    """A manager whose switch point, per-word cap and sample are tiny, to reach them with few rows."""
-    mm = MemoryManager.open(settings.with_(similar_exact_max_rows=12, search_term_candidates=4,
-                                           search_sample_rows=20, pool_max_size=2), embedder=HashEmbedder())
-    yield mm
-    mm.close()
 
 
 PASSAGES = [

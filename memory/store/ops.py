@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack, suppress
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 from collections.abc import Callable, Generator
@@ -83,6 +84,20 @@ ROLLBACK = Commit(rollback=True)
 
 Step = Sql | Call | Commit
 Op = Generator[Step, Any, T]
+
+
+def numbered(stmt: sql.Composable) -> tuple[str, tuple[str, ...]]:
+    """``stmt`` (named ``%(name)s`` placeholders, values bound) as text with PostgreSQL's own
+    placeholders (``$1``, ``$2``...), and the parameter names in that order: what a
+    ``Sql(..., raw=True)`` sends, params given as ``[args[n] for n in names]``."""
+    names: list[str] = []
+
+    def number(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, stmt.as_string()), tuple(names)
 
 
 def row_factory(row: Any) -> Any:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from collections.abc import Sequence
@@ -39,7 +38,7 @@ from psycopg import sql
 from psycopg.rows import class_row
 
 from memory.store.db import Database
-from memory.store.ops import Call, Op, Sql, run
+from memory.store.ops import Call, Op, Sql, numbered, run
 from memory.retrieval.embeddings import EmbeddingService
 from memory.retrieval.speakers import SpeakerNames
 from memory.retrieval.fusion import MIN_TERMS, fuse
@@ -350,15 +349,7 @@ def _similar_query(table: str, where: str, columns: str) -> tuple[str, tuple[str
     own placeholders (``$1``...) and the parameter names in their order: composed once per
     table and filter and sent as it is (``Sql.raw``), since psycopg parses a statement longer
     than 4 KB again on every execution."""
-    names: list[str] = []
-
-    def number(m: re.Match[str]) -> str:
-        if m.group(1) not in names:
-            names.append(m.group(1))
-        return f"${names.index(m.group(1)) + 1}"
-
-    stmt = _similar_statement(table, sql.SQL(where), sql.SQL(columns))
-    return re.sub(r"%\((\w+)\)s", number, stmt.as_string()), tuple(names)
+    return numbered(_similar_statement(table, sql.SQL(where), sql.SQL(columns)))
 
 
 def _similar_statement(table: str, where: sql.Composable, columns: sql.Composable) -> sql.Composed:

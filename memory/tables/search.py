@@ -60,7 +60,6 @@ skipped from its first refusal on, and the keyword half still finds those rows.
 from __future__ import annotations
 
 import functools
-import re
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, UTC
@@ -73,7 +72,7 @@ from psycopg import sql
 from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse, fuse_rankings
 from memory.retrieval.feedback import feedback
 from memory.retrieval.hits import Hit
-from memory.store.ops import COMMIT, Call, Op, Sql, run
+from memory.store.ops import COMMIT, Call, Op, Sql, numbered, run
 from memory.tables.base import TERMS_CTE, Table
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
@@ -417,15 +416,7 @@ _UNION = "\nUNION ALL"
 def _search_query(kinds: tuple[str, ...], shape: str = "auto") -> tuple[str, tuple[str, ...]]:
     """:func:`_search_statement` with PostgreSQL's own placeholders (``$1``...), and the
     parameter names in their order: sent as it is (``Sql.raw``), not parsed per search."""
-    names: list[str] = []
-
-    def number(m: re.Match[str]) -> str:
-        if m.group(1) not in names:
-            names.append(m.group(1))
-        return f"${names.index(m.group(1)) + 1}"
-
-    text = re.sub(r"%\((\w+)\)s", number, _search_statement(kinds, shape).as_string())
-    return text, tuple(names)
+    return numbered(_search_statement(kinds, shape))
 
 
 def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
