@@ -79,13 +79,16 @@ def test_wheel_installed_in_a_fresh_venv_inits_writes_and_searches(wheel, tmp_pa
     # The dependencies (not agentmem: its editable install hooks in through a .pth file of
     # that directory, which a path added by a .pth line never runs) come from this venv.
     Path(site, "_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # Nothing of the source tree on the path, for pip as for the checks below: a checkout's
+    # agentmem.egg-info (left by an editable install) would make pip take the package for
+    # installed already.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENTMEM_SQL_DIR")}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
-                    str(built)], check=True, capture_output=True, timeout=300)
+                    str(built)], check=True, capture_output=True, timeout=300, cwd=tmp_path, env=env)
 
     schema = f"wheel_{uuid.uuid4().hex[:8]}"
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENTMEM_SQL_DIR")}
     env.update(AGENTMEM_DATABASE_URL=pg_uri, AGENTMEM_SCHEMA=schema, AGENTMEM_EMBEDDER="hash")
 
     def run(*args: str) -> subprocess.CompletedProcess:
