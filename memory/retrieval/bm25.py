@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Analyzer", "BM25Index", "STOPWORDS", "analyze", "split_identifier"]
+__all__ = ["Analyzer", "BM25Index", "STOPWORDS", "analyze", "prose_terms", "split_identifier"]
 
 _WORD = re.compile(r"[^\W_]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -100,6 +100,15 @@ _DEFAULT = Analyzer()
 def analyze(text: str) -> list[str]:
     """The default analyzer: what both documents and queries are turned into."""
     return _DEFAULT(text)
+
+
+@lru_cache(maxsize=50_000)
+def prose_terms(text: str) -> frozenset[str]:
+    """The distinct terms of prose ``text``: :func:`analyze` without splitting identifiers
+    (``getWeather`` stays one word), so a text already seen is one cache lookup and a new
+    one a lower-case split and a stem lookup per word (cached per text)."""
+    stemmer = _stemmer()
+    return frozenset(_stem_cached(stemmer, w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
 
 
 class BM25Index:

@@ -16,32 +16,16 @@ terms (pseudo-relevance feedback, as in RM3):
 A text said more than once counts once (repeated turns must not vote for their own
 words); with fewer than ``top`` distinct texts there is nothing to learn from and every
 signal is 0.
-Words are the stemmed terms of :mod:`memory.retrieval.bm25` (prose only: identifiers are
-not split here, which keeps it a dictionary lookup per word once a word has been seen).
+Words are :func:`memory.retrieval.bm25.prose_terms` (stemmed, stopwords out, cached per text).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
-from functools import lru_cache
 
-from memory.retrieval.bm25 import STOPWORDS, _stemmer
-
-_WORD = re.compile(r"[^\W_]+")
-
-
-@lru_cache(maxsize=100_000)
-def _stem(word: str) -> str:
-    return word if word.isdigit() else str(_stemmer().stemWord(word))  # type: ignore[attr-defined]
-
-
-@lru_cache(maxsize=50_000)
-def terms(text: str) -> frozenset[str]:
-    """The distinct stemmed words of ``text``, stopwords left out (cached per text)."""
-    return frozenset(_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
+from memory.retrieval.bm25 import prose_terms as terms
 
 
 def feedback(texts: Sequence[str], question: str, *, top: int = 10, words: int = 5) -> list[float]:
