@@ -57,7 +57,8 @@ from memory.settings import Settings
 from memory.store import conninfo as _conninfo
 from memory.store.dates import register_clamping_loaders
 from memory.store.db import VECTOR_SCHEMA, _PoolHealth, search_path, translate, user_scope
-from memory.store.ops import Call, Commit, Op, Sql, T, cursor, with_user_scope
+from memory.store.ops import (COMMIT_SQL, Call, Commit, Op, Sql, T, cursor, fetched_async, held, pipeline_head,
+                              pipelined, prepare, together)
 from memory.store.rows import Entity, Fact, KnowledgeItem, Message, Summary, Workflow
 from memory.tables.conversation import NewMessage
 from memory.tables.facts import Remembered
@@ -142,14 +143,46 @@ async def aexecute(conn: psycopg.AsyncConnection, q: Sql) -> Any:
                 if not cur.nextset():
                     break
             return out
-        await cur.execute(q.stmt, q.params)
-        if q.fetch == "all":
-            return await cur.fetchall()
-        if q.fetch == "one":
-            return await cur.fetchone()
-        if q.fetch == "rowcount":
-            return cur.rowcount
-        return None
+        await cur.execute(q.stmt, q.params, prepare=prepare(q))
+        return await fetched_async(cur, q)
+
+
+async def aexecute_last(conn: psycopg.AsyncConnection, steps: list[Sql]) -> Any:
+    """``memory.store.ops.execute_last`` on an async connection: one round trip for the transaction."""
+    last = steps[-1]
+    await conn.set_autocommit(True)
+    try:
+        async with cursor(conn, last) as cur:
+            async with conn.pipeline():
+                for stmt in pipeline_head(steps):
+                    await conn.execute(stmt, prepare=False)
+                await cur.execute(last.stmt, last.params, prepare=prepare(last))
+                await conn.execute(COMMIT_SQL, prepare=False)
+            return await fetched_async(cur, last)
+    finally:
+        await _restore(conn)
+
+
+async def _restore(conn: psycopg.AsyncConnection) -> None:
+    try:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            await conn.rollback()
+        await conn.set_autocommit(False)
+    except psycopg.Error:
+        await conn.close()
+
+
+async def _open(adb: AsyncDatabase, waiting: list[Sql], user: str | None) -> tuple[AsyncExitStack, Any]:
+    """``memory.store.ops._open`` on ``adb``."""
+    tx = AsyncExitStack()
+    try:
+        conn = await tx.enter_async_context(adb.connection(user, scope=not waiting))
+        if waiting:
+            await aexecute(conn, together(waiting, user))
+    except BaseException:
+        await tx.__aexit__(*sys.exc_info())
+        raise
+    return tx, conn
 
 
 class _Rollback(Exception):
@@ -173,11 +206,14 @@ async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
     tx: AsyncExitStack | None = None
     conn: Any = None
     result: Any = None
+    waiting: list[Sql] = []
     try:
         while True:
             try:
                 step = op.send(result)
             except StopIteration as done:
+                if waiting:
+                    tx, conn = await _open(adb, waiting, waiting[0].user)
                 finishing, tx = tx, None
                 if finishing is not None:
                     await finishing.__aexit__(None, None, None)  # commit
@@ -185,16 +221,27 @@ async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
             if isinstance(step, Call):
                 result = await asyncio.to_thread(step.fn, *step.args, **step.kwargs)
             elif isinstance(step, Commit):
+                if waiting:
+                    tx, conn = await _open(adb, waiting, waiting[0].user)
+                    waiting = []
                 finishing, tx, conn, result = tx, None, None, None
                 if finishing is not None:
                     await _end(finishing, step.rollback)
+            elif tx is None and held(step):
+                waiting.append(step)
+                result = None
+            elif tx is None and pipelined(waiting + [step]):
+                steps, waiting = waiting + [step], []
+                async with adb.connection(steps[0].user, scope=False) as one:
+                    result = await aexecute_last(one, steps)
             else:
                 if tx is None:
-                    tx = AsyncExitStack()
-                    together = with_user_scope(step)
-                    conn = await tx.enter_async_context(adb.connection(step.user, scope=together is None))
-                    step = together or step
+                    tx, conn = await _open(adb, waiting, waiting[0].user if waiting else step.user)
+                    waiting = []
                 result = await aexecute(conn, step)
+                if step.last:
+                    finishing, tx, conn = tx, None, None
+                    await finishing.__aexit__(None, None, None)  # commit
     except BaseException:
         op.close()
         if tx is not None:

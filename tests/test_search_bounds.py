@@ -7,14 +7,14 @@
   ``search_max_terms`` of its words are matched;
 * ``search_memory`` has two execution shapes for messages (exact, indexed) that agree
   where the indexed one's bounds are not reached, and the switch between them;
-* a similarity read and a long-memory search are one SQL statement each.
+* (that a similarity read and a long-memory search are one round trip each: test_round_trips.py).
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from typing import Iterator
 
 import psycopg
 import pytest
@@ -170,37 +170,3 @@ def test_large_history_switches_to_the_indexed_shape(small_bounds: MemoryManager
     mm.write_messages([dict(role="user", content=t) for t in TURNS], user_id=other, thread_id="t")
     assert [h.item.id for h in mm.search_memory("marathon pace", user_id=other, k=5)] == \
         [h.item.id for h in mm.search_memory("marathon pace", user_id=other, k=5, shape="exact")]
-
-
-class Statements:
-    """Count the statements psycopg sends while active."""
-
-    def __enter__(self) -> "Statements":
-        self.sent: list[str] = []
-        self._orig = psycopg.Cursor.execute
-        spy = self
-
-        def execute(cur: psycopg.Cursor, query: Any, params: Any = None, **kw: Any) -> Any:
-            spy.sent.append(query.as_string(cur) if hasattr(query, "as_string") else str(query))
-            return spy._orig(cur, query, params, **kw)
-
-        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        psycopg.Cursor.execute = self._orig  # type: ignore[method-assign]
-
-
-def test_a_search_is_one_statement(mm: MemoryManager, user: str, thread: str) -> None:
-    mm.write_knowledge("Bergen is the rainiest city in Norway.", user_id=user)
-    write_history(mm, user, n_threads=1)
-    mm.search_memory("warm-up", user_id=user)
-    for call in (lambda: mm.read_knowledge("rain in Bergen", user_id=user), lambda: mm.search_memory("Bergen marathon",
-                                                                                                     user_id=user),
-                 lambda: mm.read_entities("rain", user_id=user), lambda: mm.read_summary_memory("rain", user_id=user)):
-        with Statements() as seen:
-            call()
-        # the transaction's user scoping (row-level security) and its HNSW settings in one
-        # round trip, then the search itself
-        assert len(seen.sent) == 2, seen.sent
-        assert "agentmem.user_id" in seen.sent[0] and "hnsw.ef_search" in seen.sent[0]

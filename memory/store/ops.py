@@ -6,7 +6,7 @@ instead of doing it ("sans-IO"): an operation yields
 
 - :class:`Sql` - one statement (its text, parameters, row type and what to fetch), run
   in the operation's current transaction, which the first statement opens for
-  ``Sql.user`` (``Database.connection(user)``);
+  ``Sql.user`` (``Database.connection(user)``); ``Sql.last`` ends the transaction with it;
 - :class:`Call` - work that is not SQL and may be slow (embedding, summarising), run
   inline by the sync driver and in a worker thread by the async one, so the event
   loop never waits for a model;
@@ -18,6 +18,13 @@ and receives each result back. :func:`run` drives an operation on a sync
 ``AsyncConnectionPool`` (``AsyncMemoryManager``). Every statement, validation and
 result shaping therefore exists once; only these two small drivers differ.
 
+Round trips: statements that open a transaction and return nothing (``fetch="none"``, no
+parameters: a search's ``SET LOCAL`` settings) are held back until the statement they
+are for. When that one is ``last``, BEGIN, the user scope, the held statements, the
+statement and COMMIT go out together in psycopg's pipeline mode: one round trip for the
+whole transaction (:func:`execute_last`). Otherwise the held statements and the user scope
+go out as one simple-protocol query before it.
+
 An exception raised by the operation, by a statement or by a call ends the current
 transaction with a rollback (and the database's errors are translated exactly as
 ``Database.connection`` translates them); the operation's generator is closed.
@@ -28,9 +35,9 @@ from __future__ import annotations
 import sys
 from contextlib import ExitStack, suppress
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 
 import psycopg
 from psycopg import sql
@@ -52,7 +59,10 @@ class Sql:
     ``raw``: ``stmt`` is a string with PostgreSQL's own placeholders (``$1``, ``$2``...) and
     ``params`` a sequence, sent as they are (``psycopg.RawCursor``): psycopg parses a
     statement's ``%s`` placeholders again on every execution once it is longer than 4 KB,
-    as the search statement is.
+    as the search statement is. A raw statement is prepared on its connection the first time it
+    runs there (psycopg's ``prepare=True``), so every later run skips parsing and planning.
+    ``last``: the statement ends its transaction (the driver commits right after it, in the
+    same round trip where it can: see the module docstring).
     """
 
     stmt: Any
@@ -61,6 +71,7 @@ class Sql:
     fetch: Fetch = "all"
     user: str | None = None
     raw: bool = False
+    last: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,11 @@ def cursor(conn: Any, q: Sql) -> Any:
     return conn.cursor(row_factory=factory) if factory is not None else conn.cursor()
 
 
+def prepare(q: Sql) -> bool | None:
+    """psycopg's ``prepare`` for ``q``: a raw (hot-path) statement at once, the rest by its threshold."""
+    return True if q.raw else None
+
+
 def execute(conn: Any, q: Sql) -> Any:
     """Run ``q`` on a sync connection; the result the operation receives."""
     with cursor(conn, q) as cur:
@@ -128,14 +144,113 @@ def execute(conn: Any, q: Sql) -> Any:
                 if not cur.nextset():
                     break
             return out
-        cur.execute(q.stmt, q.params)
-        if q.fetch == "all":
-            return cur.fetchall()
-        if q.fetch == "one":
-            return cur.fetchone()
-        if q.fetch == "rowcount":
-            return cur.rowcount
-        return None
+        cur.execute(q.stmt, q.params, prepare=prepare(q))
+        return fetched(cur, q)
+
+
+def fetched(cur: Any, q: Sql) -> Any:
+    """What ``q`` returns from its executed (sync) cursor."""
+    if q.fetch == "all":
+        return cur.fetchall()
+    if q.fetch == "one":
+        return cur.fetchone()
+    if q.fetch == "rowcount":
+        return cur.rowcount
+    return None
+
+
+async def fetched_async(cur: Any, q: Sql) -> Any:
+    """:func:`fetched` from an async cursor."""
+    if q.fetch == "all":
+        return await cur.fetchall()
+    if q.fetch == "one":
+        return await cur.fetchone()
+    if q.fetch == "rowcount":
+        return cur.rowcount
+    return None
+
+
+#: Whether the client library can pipeline (libpq >= 14); without it, every statement waits for its reply.
+PIPELINE = psycopg.Pipeline.is_supported()
+
+
+def held(step: Sql) -> bool:
+    """Whether ``step``, opening a transaction, waits to go out with the statement after it (see the
+    module docstring): it goes out before that statement, in the same transaction, but after any
+    call the operation makes in between."""
+    return step.fetch == "none" and step.params is None and not step.raw
+
+
+def pipelined(steps: Sequence[Sql]) -> bool:
+    """Whether ``steps`` (held statements, then the one they wait for) go out as one pipelined transaction."""
+    return PIPELINE and steps[-1].last and steps[-1].fetch != "many"
+
+
+def _open(db: Any, waiting: Sequence[Sql], user: str | None) -> tuple[ExitStack, Any]:
+    """Open a transaction for ``user`` and send its held statements (``waiting``) with the user scope
+    in front, in one simple-protocol query; the transaction and its connection."""
+    tx = ExitStack()
+    try:
+        conn = tx.enter_context(db.connection(user, scope=not waiting))
+        if waiting:
+            execute(conn, together(waiting, user))
+    except BaseException:
+        tx.__exit__(*sys.exc_info())  # rollback; raises the translated error where there is one
+        raise
+    return tx, conn
+
+
+def together(waiting: Sequence[Sql], user: str | None) -> Sql:
+    """The held statements of a transaction for ``user``, its user scope in front, as one statement."""
+    parts = ([user_scope(user)] if user is not None else []) + [
+        q.stmt if isinstance(q.stmt, sql.Composable) else sql.SQL(q.stmt) for q in waiting]
+    return Sql(sql.SQL("; ").join(parts), fetch="none", user=user)
+
+
+COMMIT_SQL = sql.SQL("COMMIT")
+
+
+def pipeline_head(steps: Sequence[Sql]) -> list[Any]:
+    """The statements of a pipelined transaction before its last one: BEGIN, the user scope, the held
+    statements. None is prepared (a user scope's text differs per user: it must not take the place
+    of the hot-path statements among the connection's prepared ones)."""
+    user = steps[0].user
+    return [sql.SQL("BEGIN")] + ([user_scope(user)] if user is not None else []) + [q.stmt for q in steps[:-1]]
+
+
+def execute_last(conn: Any, steps: Sequence[Sql]) -> Any:
+    """Run ``steps`` (held statements, then a ``last`` one) as one transaction in one round trip
+    on a sync connection that has none open; the last statement's result.
+
+    psycopg's pipeline mode sends everything before reading any reply; BEGIN and COMMIT are
+    sent as statements of the pipeline (the connection is in autocommit mode meanwhile, so
+    psycopg adds no BEGIN of its own that would need its own round trip). If a statement
+    fails, the server skips the rest up to the pipeline's end, the error is raised, and the
+    failed transaction is rolled back before the connection is given back.
+    """
+    last = steps[-1]
+    conn.autocommit = True
+    try:
+        with cursor(conn, last) as cur:
+            with conn.pipeline():
+                for stmt in pipeline_head(steps):
+                    conn.execute(stmt, prepare=False)
+                cur.execute(last.stmt, last.params, prepare=prepare(last))
+                conn.execute(COMMIT_SQL, prepare=False)
+            return fetched(cur, last)
+    finally:
+        _restore(conn)
+
+
+def _restore(conn: Any) -> None:
+    """Give ``conn`` back as the pool expects it (no transaction, autocommit off), or close it (the pool
+    then replaces it) when it cannot be."""
+    try:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.rollback()
+        conn.autocommit = False
+    except psycopg.Error:
+        conn.close()
 
 
 def run(db: Any, op: Op[T]) -> T:
@@ -143,11 +258,14 @@ def run(db: Any, op: Op[T]) -> T:
     tx: ExitStack | None = None
     conn: Any = None
     result: Any = None
+    waiting: list[Sql] = []  # held statements of the transaction not opened yet
     try:
         while True:
             try:
                 step = op.send(result)
             except StopIteration as done:
+                if waiting:
+                    tx, conn = _open(db, waiting, waiting[0].user)
                 finishing, tx = tx, None
                 if finishing is not None:
                     finishing.__exit__(None, None, None)  # commit
@@ -155,31 +273,32 @@ def run(db: Any, op: Op[T]) -> T:
             if isinstance(step, Call):
                 result = step.fn(*step.args, **step.kwargs)
             elif isinstance(step, Commit):
+                if waiting:
+                    tx, conn = _open(db, waiting, waiting[0].user)
+                    waiting = []
                 finishing, tx, conn, result = tx, None, None, None
                 if finishing is not None:
                     _end(finishing, step.rollback)
+            elif tx is None and held(step):
+                waiting.append(step)
+                result = None
+            elif tx is None and pipelined(waiting + [step]):
+                steps, waiting = waiting + [step], []
+                with db.connection(steps[0].user, scope=False) as one:
+                    result = execute_last(one, steps)
             else:
                 if tx is None:
-                    tx = ExitStack()
-                    together = with_user_scope(step)
-                    conn = tx.enter_context(db.connection(step.user, scope=together is None))
-                    step = together or step
+                    tx, conn = _open(db, waiting, waiting[0].user if waiting else step.user)
+                    waiting = []
                 result = execute(conn, step)
+                if step.last:
+                    finishing, tx, conn = tx, None, None
+                    finishing.__exit__(None, None, None)  # commit
     except BaseException:
         op.close()
         if tx is not None:
             tx.__exit__(*sys.exc_info())  # rollback; raises the translated error where there is one
         raise
-
-
-def with_user_scope(step: Sql) -> Sql | None:
-    """A transaction's first statement with its user scope in front, when both fit in one
-    simple-protocol round trip (a statement without parameters or rows, such as a
-    search's ``SET LOCAL`` settings); None otherwise (the scope is sent on its own)."""
-    if step.user is None or step.params is not None or step.fetch != "none":
-        return None
-    stmt = step.stmt if isinstance(step.stmt, sql.Composable) else sql.SQL(step.stmt)
-    return replace(step, stmt=user_scope(step.user) + sql.SQL("; ") + stmt)
 
 
 class _Rollback(Exception):

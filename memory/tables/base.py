@@ -129,15 +129,14 @@ class Table:
         return text
 
     # -- search -----------------------------------------------------------------------
-    def _search_settings(self, conn: Any) -> None:
-        conn.execute(self._search_settings_sql().stmt)
-
-    def _search_settings_sql(self, user: str | None = None) -> Sql:
+    def _search_settings_op(self, user: str | None = None) -> Op[None]:
         """HNSW keeps scanning until a filtered query (one user's rows) has its LIMIT, in
         exact distance order. SET LOCAL (Citus forwards it to the workers, where the index
-        scans run), both in one simple-protocol round trip."""
-        return Sql(sql.SQL("SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = strict_order").format(
-            sql.Literal(int(self.settings.hnsw_ef_search))), fetch="none", user=user)
+        scans run); the driver holds both back and sends them with the statement they are
+        for, in its round trip (``memory.store.ops``)."""
+        yield Sql(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(self.settings.hnsw_ef_search))),
+                  fetch="none", user=user)
+        yield Sql(sql.SQL("SET LOCAL hnsw.iterative_scan = strict_order"), fetch="none", user=user)
 
     def _similar(
         self,
@@ -220,8 +219,8 @@ class Table:
                     cap=self.settings.search_term_candidates, sample=self.settings.search_sample_rows,
                     switch=switch)
         uid = params.get("uid")
-        yield self._search_settings_sql(uid)
-        rows = yield Sql(text, [args[n] for n in names], dict, user=uid, raw=True)
+        yield from self._search_settings_op(uid)
+        rows = yield Sql(text, [args[n] for n in names], dict, user=uid, raw=True, last=True)
         weights = {"vector": float(vector_weight), "keyword": float(keyword_weight)}
         hits = [_hit(row_cls, row, weights) for row in rows]  # in vector order: ties go to the closer row
         hits.sort(key=lambda h: -h.score)

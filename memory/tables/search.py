@@ -72,7 +72,7 @@ from psycopg import sql
 from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse, fuse_rankings
 from memory.retrieval.feedback import feedback
 from memory.retrieval.hits import Hit
-from memory.store.ops import COMMIT, Call, Op, Sql, numbered, run
+from memory.store.ops import Call, Op, Sql, numbered, run
 from memory.tables.base import TERMS_CTE, Table
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
@@ -618,15 +618,14 @@ class MemorySearch(Table):
 
     def _search_rows_op(self, stmt: tuple[str, tuple[str, ...]],
                         params: Sequence[dict[str, Any]]) -> Op[list[list[dict[str, Any]]]]:
-        """Every query's rows, in one transaction (its search settings first); ``stmt`` is
-        :func:`_search_query`'s text and parameter names."""
+        """Every query's rows, in one transaction (its search settings first; one round trip for
+        one query: ``memory.store.ops``); ``stmt`` is :func:`_search_query`'s text and parameter names."""
         text, names = stmt
         uid = params[0]["uid"]
-        yield self._search_settings_sql(uid)
+        yield from self._search_settings_op(uid)
         rows = []
-        for p in params:
-            rows.append((yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True)))
-        yield COMMIT
+        for i, p in enumerate(params):
+            rows.append((yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True, last=i == len(params) - 1)))
         return rows
 
     def _speaker_names(self, uid: str) -> list[str]:

@@ -1,0 +1,198 @@
+"""A search is one round trip to the server, and a failure in it costs nothing else.
+
+``memory.store.ops`` holds a search's settings back and sends BEGIN, the user scope
+(row-level security), the HNSW settings, the statement and COMMIT together in psycopg's
+pipeline mode. Round trips are counted from libpq's own trace of every pooled
+connection: each ``ReadyForQuery`` the server sends ends one exchange the client waited
+for (a simple query, or a pipeline up to its Sync).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from memory import AgentMemError, HashEmbedder, MemoryManager, QueryTimeoutError
+from memory.aio import AsyncMemoryManager, arun
+from memory.store.ops import Op, Sql, run
+
+TURNS = ["I ran the Bergen marathon in October", "It rained the whole way along the harbour",
+         "My pace was five minutes per kilometre", "Next year I want to run Oslo"]
+
+
+class RoundTrips:
+    """While active, trace every connection ``pool`` hands out (libpq's trace) and keep the messages."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self.lines: list[str] = []
+
+    def __enter__(self) -> RoundTrips:
+        self._file = tempfile.TemporaryFile(mode="w+")
+        get, put = self.pool.getconn, self.pool.putconn
+
+        def getconn(*a: Any, **kw: Any) -> Any:
+            conn = get(*a, **kw)
+            conn.pgconn.trace(self._file.fileno())
+            conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
+            return conn
+
+        def putconn(conn: Any) -> None:
+            conn.pgconn.untrace()
+            put(conn)
+
+        self.pool.getconn, self.pool.putconn = getconn, putconn
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.pool.getconn, self.pool.putconn  # the class's own methods again
+        os.fsync(self._file.fileno())
+        self._file.seek(0)
+        self.lines = self._file.read().splitlines()
+        self._file.close()
+
+    @property
+    def count(self) -> int:
+        return sum(1 for line in self.lines if "\tReadyForQuery\t" in line)
+
+    def sent(self) -> list[str]:
+        """The statements the client sent (simple queries and the extended protocol's Parse), in order."""
+        return [line for line in self.lines if line.startswith("F\t") and ("\tParse\t" in line or "\tQuery\t" in line)]
+
+
+@pytest.fixture
+def one_conn(settings: Any) -> Iterator[MemoryManager]:
+    """A manager with a single pooled connection: whatever a call leaves on it, the next call gets."""
+    mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1), embedder=HashEmbedder())
+    yield mm
+    mm.close()
+
+
+def test_a_search_or_similarity_read_is_one_round_trip(mm: MemoryManager, user: str) -> None:
+    mm.write_knowledge("Bergen is the rainiest city in Norway.", user_id=user)
+    mm.write_entity("Bergen", "place", "a rainy city on the west coast", user_id=user)
+    mm.write_messages([dict(role="user", content=t) for t in TURNS], user_id=user, thread_id="t")
+    mm.search_memory("warm-up", user_id=user)  # the speaker names are cached from here on
+    for call in (lambda: mm.search_memory("Bergen marathon", user_id=user),
+                 lambda: mm.read_knowledge("rain in Bergen", user_id=user),
+                 lambda: mm.read_entities("rain", user_id=user),
+                 lambda: mm.read_summary_memory("rain", user_id=user)):
+        with RoundTrips(mm.db.pool) as trips:
+            call()
+        assert trips.count == 1, "\n".join(trips.lines)
+        sent = trips.sent()
+        # in this order, in one transaction: the scope the row-level policies read, the HNSW
+        # settings (SET LOCAL, which Citus forwards), the statement, the commit
+        assert "BEGIN" in sent[0] and f"SET LOCAL agentmem.user_id = '{user}'" in sent[1], sent
+        assert "SET LOCAL hnsw.ef_search" in sent[2] and "SET LOCAL hnsw.iterative_scan" in sent[3], sent
+        assert "COMMIT" in sent[-1] and len(sent) in (5, 6), sent  # the statement is parsed once per connection
+    assert mm.search_memory("Bergen marathon", user_id=user)[0].item.content == TURNS[0]
+
+
+def test_several_queries_of_one_call_are_one_transaction_and_agree_with_one_each(mm: MemoryManager,
+                                                                                 user: str) -> None:
+    mm.write_messages([dict(role="user", content=t) for t in TURNS], user_id=user, thread_id="t")
+    queries = ["Bergen marathon", "pace per kilometre", "Oslo next year"]
+    many = mm.search_memory_many(queries, user_id=user, k=3)
+    one = [mm.search_memory(q, user_id=user, k=3) for q in queries]
+    assert [[(h.item.id, h.score) for h in hits] for hits in many] == \
+        [[(h.item.id, h.score) for h in hits] for hits in one]
+    assert many[0][0].item.content == TURNS[0]
+
+
+def _timing_out(user: str) -> Op[Any]:
+    """A pipelined transaction whose statement the server cancels."""
+    yield Sql("SET LOCAL statement_timeout = 1", fetch="none", user=user)
+    return (yield Sql("SELECT pg_sleep(0.5)", user=user, last=True))
+
+
+def _bad_setting(user: str) -> Op[Any]:
+    """A pipelined transaction whose held setting the server refuses."""
+    yield Sql("SET LOCAL hnsw.ef_search = 0", fetch="none", user=user)
+    return (yield Sql("SELECT 1", user=user, last=True))
+
+
+def _assert_clean(mm: MemoryManager, user: str) -> None:
+    """The one pooled connection is as the pool expects: in no transaction, not in autocommit,
+    carrying none of the failed transaction's settings; and a search on it works."""
+    with mm.db.connection() as conn:
+        assert conn.autocommit is False
+        timeout, ef, scope = conn.execute(
+            "SELECT current_setting('statement_timeout'), current_setting('hnsw.ef_search'),"
+            " current_setting('agentmem.user_id', true)").fetchone()
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS  # psycopg opened one
+        assert (timeout, ef, scope or "") == ("0", "40", "")  # the server's defaults
+    assert mm.search_memory("Bergen marathon", user_id=user)[0].item.content == TURNS[0]
+
+
+@pytest.mark.parametrize("op, error", [(_timing_out, QueryTimeoutError), (_bad_setting, AgentMemError)])
+def test_a_failure_inside_a_pipelined_transaction_raises_and_leaves_the_connection_usable(
+        one_conn: MemoryManager, user: str, op: Any, error: type[AgentMemError]) -> None:
+    mm = one_conn
+    mm.write_messages([dict(role="user", content=t) for t in TURNS], user_id=user, thread_id="t")
+    with RoundTrips(mm.db.pool) as trips, pytest.raises(error) as raised:
+        run(mm.db, op(user))
+    assert isinstance(raised.value.__cause__, psycopg.Error)  # the driver's error, translated
+    # it went through the pipeline: BEGIN as one of its statements (extended protocol), not
+    # psycopg's own BEGIN (a simple query, a round trip of its own)
+    assert any("\tParse\t" in line and "BEGIN" in line for line in trips.lines), trips.lines
+    _assert_clean(mm, user)
+
+
+def test_the_async_driver_pipelines_and_recovers_the_same_way(settings: Any, one_conn: MemoryManager,
+                                                              user: str) -> None:
+    one_conn.write_messages([dict(role="user", content=t) for t in TURNS], user_id=user, thread_id="t")
+
+    async def go() -> tuple[list[Any], list[Any]]:
+        amm = await AsyncMemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1),
+                                            embedder=HashEmbedder())
+        try:
+            with pytest.raises(QueryTimeoutError):
+                await arun(amm.adb, _timing_out(user))
+            async with amm.adb.connection() as conn:
+                assert conn.autocommit is False
+                cur = await conn.execute("SELECT current_setting('statement_timeout')")
+                assert await cur.fetchone() == ("0",)
+            return await amm.search_memory("Bergen marathon", user_id=user), \
+                one_conn.search_memory("Bergen marathon", user_id=user)
+        finally:
+            await amm.close()
+
+    mine, sync = asyncio.run(go())
+    assert [(h.item.id, h.score) for h in mine] == [(h.item.id, h.score) for h in sync]
+    assert mine[0].item.content == TURNS[0]
+
+
+def test_a_pipelined_search_reads_only_its_users_rows_under_row_level_security(settings: Any, pg_uri: str,
+                                                                               user: str) -> None:
+    """Through a role the policies apply to, the user scope sent in the pipeline is what lets a
+    user see their own rows, and only theirs."""
+    from memory.store.isolation import create_app_role
+
+    owner = MemoryManager.open(settings, embedder=HashEmbedder())
+    try:
+        role = create_app_role(pg_uri, f"app_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex, schema=owner.db.schema)
+        other = f"other-{uuid.uuid4().hex[:8]}"
+        owner.write_messages([dict(role="user", content=t) for t in TURNS], user_id=user, thread_id="t")
+        owner.write_messages([dict(role="user", content="Bergen marathon: the other user's secret")],
+                             user_id=other, thread_id="t")
+        app = MemoryManager.open(settings, embedder=HashEmbedder(), conninfo=role.conninfo)
+        try:
+            app.search_memory("warm-up", user_id=user)  # the speaker names are cached from here on
+            with RoundTrips(app.db.pool) as trips:
+                mine = app.search_memory("Bergen marathon", user_id=user, k=10)
+            assert trips.count == 1
+            assert mine and {h.item.content for h in mine} <= set(TURNS)
+            theirs = app.search_memory("Bergen marathon", user_id=other, k=10)
+            assert [h.item.content for h in theirs] == ["Bergen marathon: the other user's secret"]
+        finally:
+            app.close()
+    finally:
+        owner.close()
