@@ -266,7 +266,7 @@ def main() -> None:
     if args.onnx_run_size:
         import memory.retrieval.onnx_minilm as onnx_minilm
 
-        onnx_minilm.BATCH = args.onnx_run_size
+        onnx_minilm.FIXED_RUN = args.onnx_run_size
     embedder = bench_embedder(args.backend, args.torch_threads)
     with embedded_server() as uri:
         mm = open_manager(uri, embedder=embedder)

@@ -25,7 +25,8 @@ from memory.store import migrations
 from memory.retrieval.embeddings import EmbeddingService
 from memory.errors import ConfigurationError, EmbeddingError
 from memory.manager import embedder_from_env
-from memory.retrieval.onnx_minilm import OnnxMiniLMEmbedder, cached_model_path, model_dir
+from memory.retrieval import onnx_minilm as onnx_module
+from memory.retrieval.onnx_minilm import OnnxMiniLMEmbedder, cached_model_path, model_dir, plan_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,6 +59,30 @@ def test_embed_batches_by_length_across_the_whole_call_and_keeps_input_order() -
     # ... and each vector is still the one of the text at its input position.
     expected = HashEmbedder(64).embed(texts)
     assert np.allclose(np.stack(vectors), expected)
+
+
+def _padded(lengths: Sequence[int], runs: list[list[int]]) -> int:
+    return sum(len(run) * max(lengths[i] for i in run) for run in runs)
+
+
+def test_model_runs_are_planned_by_tokens_so_a_long_text_pads_no_short_ones() -> None:
+    # A stage of write_messages: one long turn among short ones and a few middling ones.
+    lengths = [12, 120, 11, 40, 12, 10, 41, 12, 11, 10, 39, 12, 11, 10, 12, 11]
+    runs = plan_runs(lengths)
+    assert sorted(i for run in runs for i in run) == list(range(len(lengths)))  # each text once
+    assert [1] in runs  # the 120-token text runs alone instead of padding 7 others to 120
+    for run in runs:
+        assert len(run) <= onnx_module.MAX_RUN
+        assert len(run) == 1 or len(run) * max(lengths[i] for i in run) <= onnx_module.MAX_RUN_TOKENS
+        assert [lengths[i] for i in run] == sorted((lengths[i] for i in run), reverse=True)
+    # Fewer padded tokens than 8 texts per run in length order (the plan before), plus the runs.
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    fixed = [order[k:k + 8] for k in range(0, len(order), 8)]
+    cost = onnx_module.RUN_COST
+    assert _padded(lengths, runs) + cost * len(runs) < _padded(lengths, fixed) + cost * len(fixed)
+    # Texts of one length share runs as large as allowed: no run is spent needlessly.
+    assert [len(run) for run in plan_runs([20] * 40)] == [16, 16, 8]
+    assert plan_runs([]) == []
 
 
 # -- the ONNX backend ------------------------------------------------------------------------
@@ -106,6 +131,27 @@ def test_onnx_vectors_agree_with_torch_on_real_texts(onnx_minilm: OnnxMiniLMEmbe
     np.fill_diagonal(sims_a, -1)
     np.fill_diagonal(sims_b, -1)
     assert list(sims_a.argmax(1)) == list(sims_b.argmax(1))
+
+
+@pytest.mark.slow
+def test_planned_runs_keep_each_texts_vector_as_close_to_its_own_as_fixed_runs(
+        onnx_minilm: OnnxMiniLMEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    # int8 activations are scaled per run, so a text's vector moves a little with its run
+    # mates; the planned runs (similar lengths, less padding) must not move it further from
+    # the text embedded alone than runs of a fixed 8 did, and must keep every input position.
+    rng = random.Random(5)
+    words = " ".join(TEXTS[:4]).split()
+    texts = list(dict.fromkeys(" ".join(rng.choice(words) for _ in range(rng.choice((3, 6, 12, 40, 90))))
+                               for _ in range(48)))
+    alone = np.stack([onnx_minilm.embed([t])[0] for t in texts])
+    planned = onnx_minilm.embed(texts)
+    monkeypatch.setattr(onnx_module, "FIXED_RUN", 8)
+    fixed = onnx_minilm.embed(texts)
+    near_planned, near_fixed = np.sum(planned * alone, axis=1), np.sum(fixed * alone, axis=1)
+    assert near_planned.min() >= COSINE_FLOOR
+    assert near_planned.mean() >= near_fixed.mean() - 1e-4, (near_planned.mean(), near_fixed.mean())
+    # Each planned vector is nearest to its own text alone: none landed at another position.
+    assert list((planned @ alone.T).argmax(1)) == list(range(len(texts)))
 
 
 @pytest.mark.slow

@@ -40,12 +40,52 @@ from memory.errors import EmbeddingError
 #: Bump when the export recipe changes, so cached files of the old recipe are not used.
 RECIPE = "pooled-normalised-opset17-qint8-perchannel-matmul-v2"
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
-#: Texts per model run, longest together: small runs pad little even among texts of mixed
-#: lengths (write_messages embeds stage by stage, not the whole call at once). Thread CPU
-#: time for LoCoMo's 1,451 turns as agentmem embeds them ("role: content"), one thread:
-#: in one call 5.90 s at 8 per run (5.76 s at 16, 6.47 s at 32); in write_messages' stages
-#: 6.40 s at 8 (7.59 s at 16, 9.04 s at 32).
-BATCH = 8
+#: How texts are grouped into model runs (:func:`plan_runs`). Thread CPU of one run of
+#: ``b`` texts padded to ``w`` tokens (int8 MiniLM, 1 thread, this machine): ~0.09 ms per
+#: padded token plus 0.4-0.9 ms per run, i.e. a run costs about as much as 8 more padded
+#: tokens (RUN_COST); past ~512 padded tokens a run's per-token cost grows (0.097 ms at
+#: 8 x 64 tokens, 0.113 ms at 32 x 64), so runs stay within MAX_RUN texts and
+#: MAX_RUN_TOKENS padded tokens.
+RUN_COST = 8
+MAX_RUN = 16
+MAX_RUN_TOKENS = 512
+#: A fixed number of texts per run instead of the plan (0: planned); for benches that
+#: check how much the run size moves vectors (int8 activations are scaled per run).
+FIXED_RUN = 0
+
+
+def plan_runs(lengths: Sequence[int]) -> list[list[int]]:
+    """Model runs for texts of these token lengths (lists of positions, longest first).
+
+    Texts are sorted by length, then cut into consecutive runs at the least total cost
+    (padded tokens plus ``RUN_COST`` per run), found exactly by dynamic programming: a
+    run grows while its texts are about as long as each other and stops where padding
+    would cost more than another run. A fixed count per run instead pads a short text to
+    a long one's width in a small or mixed batch (write_messages embeds stage by stage:
+    LoCoMo's turns padded to 1.071x their tokens in 8s, 1.006x in one call).
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    if FIXED_RUN > 0:
+        return [order[start:start + FIXED_RUN] for start in range(0, len(order), FIXED_RUN)]
+    width = [max(1, int(lengths[i])) for i in order]  # sorted longest first: a run's width is its first text's
+    n = len(order)
+    best = [0] * (n + 1)
+    cut = [0] * (n + 1)
+    for end in range(1, n + 1):
+        best[end] = -1
+        for start in range(end - 1, max(-1, end - MAX_RUN - 1), -1):
+            size = end - start
+            if size > 1 and size * width[start] > MAX_RUN_TOKENS:
+                break  # runs starting earlier are wider still
+            cost = best[start] + RUN_COST + size * width[start]
+            if best[end] < 0 or cost < best[end]:
+                best[end], cut[end] = cost, start
+    runs: list[list[int]] = []
+    end = n
+    while end > 0:
+        runs.append(order[cut[end]:end])
+        end = cut[end]
+    return runs[::-1]
 
 
 def model_dir() -> Path:
@@ -171,22 +211,29 @@ class OnnxMiniLMEmbedder:
             ) from exc
         self._lock = threading.Lock()  # one tokenizer configuration shared by every call
 
+    def _encode(self, texts: Sequence[str]) -> list[list[int]]:
+        with self._lock:
+            encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
+        return [e.ids for e in encodings]
+
+    def batches(self, texts: Sequence[str]) -> list[list[list[int]]]:
+        """The token ids of each model run :meth:`embed` makes for ``texts`` (for benches)."""
+        ids = self._encode(texts)
+        return [[ids[i] for i in run] for run in plan_runs([len(x) for x in ids])]
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit vectors, longest texts batched together (like sentence-transformers' encode)."""
+        """Unit vectors, texts of similar length run together (:func:`plan_runs`)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
-        with self._lock:
-            encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
-        for start in range(0, len(order), BATCH):
-            idx = order[start:start + BATCH]
-            width = max(len(encodings[i].ids) for i in idx)
+        tokens = self._encode(texts)
+        for idx in plan_runs([len(x) for x in tokens]):
+            width = max(len(tokens[i]) for i in idx)
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
             for row, i in enumerate(idx):
-                n = len(encodings[i].ids)
-                ids[row, :n] = encodings[i].ids
+                n = len(tokens[i])
+                ids[row, :n] = tokens[i]
                 mask[row, :n] = 1
             (vec,) = self._session.run(["embedding"], {"input_ids": ids, "attention_mask": mask,
                                                        "token_type_ids": np.zeros_like(ids)})
