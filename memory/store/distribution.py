@@ -50,10 +50,12 @@ from memory.errors import (CitusMissingError, DatabaseUnavailableError, Distribu
 from memory.store.migrations import sql_dir
 
 #: Trigger functions reviewed to read and write only rows of the triggering row's
-#: user (migration 008 passes the user id to every statement they run).
+#: user (migration 008 passes the user id to every statement they run; the message
+#: counts of migration 012 write the count rows of the users the statement wrote).
 SHARD_LOCAL_TRIGGER_FUNCTIONS = frozenset({
     "conversational_context_after_insert", "conversational_context_after_delete",
-    "conversational_context_after_edit",
+    "conversational_context_after_edit", "conversational_stats_after_insert", "conversational_stats_after_delete",
+    "conversational_stats_after_move", "conversational_stats_after_truncate",
 })
 
 SCRIPT = "citus_distribute.sql"

@@ -240,7 +240,7 @@ me_scored AS MATERIALIZED (
 #   exact shape (same IDF coverage formula over the window), N the user's message count.
 #   With a thread or time filter (``filtered``) the pre-ranked rows are filtered first.
 _MSG_INDEXED = """,
-mi_n AS (SELECT count(*) AS n FROM conversational_context WHERE user_id = %(uid)s),
+mi_n AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS n),
 mi_sample AS (SELECT context_tsv AS tsv FROM conversational_context WHERE user_id = %(uid)s LIMIT %(sample)s),
 mi_hits AS (
     SELECT lex.ord, h.message_id FROM lex CROSS JOIN LATERAL (
@@ -283,10 +283,9 @@ mi_cand AS (
         WHERE """ + _M_WHERE + """ AND mi_kw.ks > 0 ORDER BY mi_kw.ks DESC LIMIT %(pool)s) k
 )"""
 
-#: Counts a user's messages up to the switch point (bounded), to pick the exact or indexed shape.
+#: The user's message count (kept on write, migration 012), to pick the exact or indexed shape.
 _SIZE = """,
-m_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM conversational_context
-           WHERE user_id = %(uid)s LIMIT %(switch)s + 1) s)"""
+m_size AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS n)"""
 
 # Every kind's rows come out with the same columns; a message brings the ids of the
 # turns before and after it in its thread, a summary the range of the messages it
