@@ -106,6 +106,11 @@ class SearchWeights:
 
 DEFAULT_WEIGHTS = SearchWeights()
 
+#: The indexed shape looks up in the gin index the query words a sample finds rare, and
+#: this many of the rarest of the others (so a query of common words only still brings
+#: the rows that share its least common ones).
+COMMON_LOOKUPS = 2
+
 #: At most this many distinct speaker names of a user are matched against a query.
 MAX_NAMES = 200
 
@@ -231,30 +236,43 @@ me_scored AS MATERIALIZED (
 # The indexed shape, for a user with many messages: bounded work whatever the history.
 # * vector: the nearest ``pool`` messages through HNSW (iterative scan keeps the user and
 #   time filters fed);
-# * keyword: each query word brings at most ``cap`` of the user's rows from the gin index;
-#   a word with fewer rows than that has its exact document frequency, a more common one
-#   an estimate from a fixed sample of the user's rows (``sample``), so a common word
-#   weighs little, as in the exact shape;
-# * those rows are pre-ranked by the summed IDF of the words that brought them, and the
-#   best ``prepool`` of them plus the vector candidates get the keyword score of the
-#   exact shape (same IDF coverage formula over the window), N the user's message count.
+# * keyword: N is the user's message count, kept on write (``conversational_stats``,
+#   migration 012). How common each query word is comes first from a fixed sample of the
+#   user's rows (``sample``: the first by id). Only the words the sample finds rare (under
+#   ``cap`` rows expected in the whole history) and the ``lookups`` rarest others go to
+#   the gin index, each bringing at most ``cap`` of the user's rows: a common word's
+#   posting list is long (the gin scan reads all of it) and the rows it would bring are
+#   any of thousands, so it is not looked up; it still counts in the keyword score of
+#   every candidate. A looked-up word with fewer rows than ``cap`` has its exact document
+#   frequency; every other word the sample's estimate (at least ``cap`` when looked up);
+# * the looked-up rows are pre-ranked by the summed IDF of the words that brought them,
+#   and the best ``prepool`` of them plus the vector candidates get the keyword score of
+#   the exact shape (same IDF coverage formula over the window).
 #   With a thread or time filter (``filtered``) the pre-ranked rows are filtered first.
 _MSG_INDEXED = """,
 mi_n AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS n),
-mi_sample AS (SELECT context_tsv AS tsv FROM conversational_context WHERE user_id = %(uid)s LIMIT %(sample)s),
-mi_hits AS (
-    SELECT lex.ord, h.message_id FROM lex CROSS JOIN LATERAL (
-        SELECT message_id FROM conversational_context
-        WHERE user_id = %(uid)s AND context_tsv @@ lex.tq LIMIT %(cap)s) h
+mi_sample AS MATERIALIZED (SELECT context_tsv AS tsv FROM conversational_context WHERE user_id = %(uid)s
+                           ORDER BY message_id LIMIT %(sample)s),
+mi_m AS (SELECT count(*) AS m FROM mi_sample),
+mi_est AS MATERIALIZED (
+    SELECT r.ord, r.tq, r.k, r.k * (SELECT n FROM mi_n) < %(cap)s * (SELECT m FROM mi_m) OR r.rarity <= %(lookups)s
+           AS looked
+    FROM (SELECT lex.ord, lex.tq, s.k, row_number() OVER (ORDER BY s.k, lex.ord) AS rarity
+          FROM lex CROSS JOIN LATERAL (SELECT count(*) AS k FROM mi_sample WHERE mi_sample.tsv @@ lex.tq) s) r
 ),
-mi_idf AS (
-    SELECT lex.ord, lex.tq, ln(1 + ((SELECT n FROM mi_n) - d.df + 0.5) / (d.df + 0.5)) AS idf
-    FROM lex CROSS JOIN LATERAL (
-        SELECT CASE WHEN h.n < %(cap)s THEN h.n::numeric
-                    ELSE greatest(%(cap)s, (SELECT n FROM mi_n)
-                                  * (SELECT count(*) FROM mi_sample s WHERE s.tsv @@ lex.tq)::numeric
-                                  / greatest((SELECT count(*) FROM mi_sample), 1)) END AS df
-        FROM (SELECT count(*) AS n FROM mi_hits WHERE mi_hits.ord = lex.ord) h) d
+mi_hits AS (
+    SELECT e.ord, h.message_id FROM mi_est e CROSS JOIN LATERAL (
+        SELECT message_id FROM conversational_context
+        WHERE user_id = %(uid)s AND context_tsv @@ e.tq LIMIT %(cap)s) h
+    WHERE e.looked
+),
+mi_idf AS MATERIALIZED (
+    SELECT e.ord, e.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
+    FROM mi_est e CROSS JOIN mi_n n CROSS JOIN mi_m CROSS JOIN LATERAL (
+        SELECT CASE WHEN e.looked AND h.n < %(cap)s THEN h.n::numeric
+                    ELSE greatest(CASE WHEN e.looked THEN %(cap)s ELSE 1 END,
+                                  n.n * e.k::numeric / greatest(mi_m.m, 1)) END AS df
+        FROM (SELECT count(*) AS n FROM mi_hits WHERE mi_hits.ord = e.ord) h) d
 ),
 mi_vec AS (
     SELECT m.id AS key FROM conversational_memory m
@@ -604,8 +622,8 @@ class MemorySearch(Table):
         stmt = _search_query(kinds, shape)
         params = [dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, prepool=4 * pool, speakers=speakers,
                        nw=w.neighbour_weight, min_terms=w.min_terms, q=text, max_terms=s.search_max_terms,
-                       cap=s.search_term_candidates, sample=s.search_sample_rows, switch=s.search_exact_max_rows,
-                       filtered=tid is not None or lo is not None or hi is not None)
+                       cap=s.search_term_candidates, sample=s.search_sample_rows, lookups=COMMON_LOOKUPS,
+                       switch=s.search_exact_max_rows, filtered=tid is not None or lo is not None or hi is not None)
                   for (_, text, lo, hi, speakers, _), qvec in zip(plans, vectors, strict=False)]
         rows = yield from self._search_rows_op(stmt, params)
         if rows[0] and rows[0][-1]["kind"] == "pending":
