@@ -40,9 +40,13 @@ USER_TABLES: dict[str, tuple[str, str, str]] = {
     "store_vectors": ("namespace, key, field_path, embedding",
                       "ARRAY[%(me)s, 'notes'], 'note', 'planted', (SELECT embedding FROM store_vectors LIMIT 1)",
                       "field_path"),
+    "conversational_stats": ("messages", "1", "messages"),
 }
 #: The value an UPDATE sets, where the plain text 'planted' is not of the column's type.
-UPDATE_VALUES = {"conversational_context": "to_tsvector('planted')", "store_memory": "to_jsonb('planted'::text)"}
+UPDATE_VALUES = {"conversational_context": "to_tsvector('planted')", "store_memory": "to_jsonb('planted'::text)",
+                 "conversational_stats": "messages + 1"}
+#: A table with one row per user (her count, migration 012): her row goes first, so her INSERT can succeed.
+FREE_FIRST = {"conversational_stats": "DELETE FROM conversational_stats WHERE user_id = %(me)s"}
 SHARED_TABLES = {"toolbox_memory": "description", "shared_workflow_memory": "description"}
 BOOKKEEPING = {"schema_migrations": "name", "agentmem_meta": "value", "agentmem_tables": "kind"}
 VIEWS = ("consolidation_status", "summary_lineage", "table_sizes", "memory_growth", "fact_history")
@@ -129,6 +133,8 @@ def test_user_table_select(table, world, mallory):
 def test_user_table_insert(table, as_user, expected, world, mallory):
     cols, values, _ = USER_TABLES[table]
     p = params_for(mallory, world)
+    if table in FREE_FIRST:
+        mallory.execute(FREE_FIRST[table], p)
     who = {"me": sql.Placeholder("me"), "alice": sql.Placeholder("alice"), "null": sql.SQL("NULL")}[as_user]
     stmt = sql.SQL("INSERT INTO {} (user_id, " + cols + ") VALUES ({}, " + values + ")").format(
         sql.Identifier(table), who)
