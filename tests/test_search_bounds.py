@@ -170,3 +170,28 @@ def test_large_history_switches_to_the_indexed_shape(small_bounds: MemoryManager
     mm.write_messages([dict(role="user", content=t) for t in TURNS], user_id=other, thread_id="t")
     assert [h.item.id for h in mm.search_memory("marathon pace", user_id=other, k=5)] == \
         [h.item.id for h in mm.search_memory("marathon pace", user_id=other, k=5, shape="exact")]
+
+
+def test_exact_candidates_know_the_turns_around_them_in_their_thread(mm: MemoryManager, user: str) -> None:
+    """The exact shape finds a candidate's neighbours in its own thread, in time order, with a
+    thread's rows interleaved in time and id with another's; under a time filter a neighbour
+    outside it is never a candidate (so it lends no score)."""
+    from memory.store.ops import run
+
+    ids = write_history(mm, user, n_threads=2)
+    late = NOW - timedelta(days=28)  # t0 again, after t1's turns
+    mine = [m.id for m in mm.write_messages([dict(role="user", content=f"{t} (late)", created_at=late)
+                                             for t in TURNS[:2]], user_id=user, thread_id="t0")]
+    order = {"t0": ids[:len(TURNS)] + mine, "t1": ids[len(TURNS):]}
+    around = {i: (ts[n - 1] if n else None, ts[n + 1] if n + 1 < len(ts) else None)
+              for ts in order.values() for n, i in enumerate(ts)}
+    found = run(mm.db, mm.memory_search._found_many_op(QUERIES, user_id=user, k=30, scope="messages",
+                                                       shape="exact"))
+    seen = [c for cands in found for c in cands]
+    assert len({c.item.message_id for c in seen}) > len(TURNS)
+    for c in seen:
+        assert (c.prev_id, c.next_id) == around[c.item.message_id], c.item.content
+    [filtered] = run(mm.db, mm.memory_search._found_many_op(["marathon pace"], user_id=user, k=5, scope="messages",
+                                                            since=late, shape="exact"))
+    assert sorted(c.item.message_id for c in filtered) == mine
+    assert around[mine[0]][0] not in {c.item.message_id for c in filtered}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 
 from memory.retrieval.bm25 import prose_terms as terms
 
@@ -39,11 +40,12 @@ def feedback(texts: Sequence[str], question: str, *, top: int = 10, words: int =
     if len(distinct) < top or words <= 0:
         return [0.0] * len(texts)
     asked = terms(question)
-    df = Counter(w for s in distinct for w in s)
-    near = Counter(w for s in distinct[:top] for w in s)
+    df = Counter(chain.from_iterable(distinct))
+    near = Counter(chain.from_iterable(distinct[:top]))
     value = {w: n / top * math.log(1 + len(distinct) / df[w]) for w, n in near.items() if n >= 2 and w not in asked}
     chosen = dict(sorted(value.items(), key=lambda kv: (-kv[1], kv[0]))[:words])
     total = sum(chosen.values())
     if not total:
         return [0.0] * len(texts)
-    return [sum(v for w, v in chosen.items() if w in s) / total for s in sets]
+    pairs = list(chosen.items())
+    return [sum([v for w, v in pairs if w in s]) / total for s in sets]

@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from typing import Any
 from collections.abc import Iterable, Sequence
@@ -192,46 +192,46 @@ _M_LIVE = "(m.expires_at IS NULL OR m.expires_at > now())"
 _M_WHERE = _M_SCOPE + " AND " + _M_LIVE
 
 # The user's messages are read once (``me_rows``: the columns a hit shows, the distance
-# to the query, the keyword window, and the turns just before and after in the thread
-# from one window over the rows read), and counted, keyword-scored and vector-ranked
-# from that one read; no candidate is looked up again. The neighbours come from the
-# rows under the thread and time filters (a contiguous run of each thread, so a row's
-# neighbour outside it is one the filter drops, never a candidate) before expired rows
-# are dropped (an expired turn stays a neighbour, as in the thread index the indexed
-# shape probes). A row's keyword score sums, in word order, the IDF of each query word
-# its window holds, at full weight in its own part and ``nw`` in the turns before it;
-# the rows find their scores in one jsonb object (``me_kw``, the exact float8 as text)
-# rather than by a join, which the planner, blind to a CTE's size, may run as a nested
-# loop over every match. The threads are told apart byte for byte (``COLLATE "C"``: the
-# same partitions, without a locale-aware comparison per sorted row).
+# to the query and the keyword window), and counted, keyword-scored and vector-ranked
+# from that one read; no candidate is looked up again. Each query word is matched
+# against each row's window once (``me_match``: the rows holding it, and whether in the
+# window's own part, weight A), and the document frequencies, IDFs and keyword scores
+# all come from those matches. A row's keyword score sums, in word order, the IDF of
+# each query word its window holds, at full weight in its own part and ``nw`` in the
+# turns before it, over one denominator (``me_den``, computed once: numeric ``ln`` is
+# costly); the rows find their scores in one jsonb object (``me_kw``, the exact float8 as
+# text) rather than by a join, which the planner, blind to a CTE's size, may run as a
+# nested loop over every match. Only the candidates (the ``pool`` nearest and the
+# ``pool`` best by keyword) look their scores up and find the turns just before and after
+# them in their thread, through the thread index (a neighbour outside a time filter is
+# never a candidate, so it weighs nothing in the ranking, as before); they come out in
+# thread order, the order the ranking breaks ties by.
 _MSG_EXACT = """,
 me_rows AS MATERIALIZED (
-    SELECT w.* FROM (
-        SELECT m.id AS key, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata,
-               m.expires_at, m.embedding <=> %(qvec)s AS d, c.context_tsv AS tsv,
-               lag(m.id) OVER thread AS prev_id, lead(m.id) OVER thread AS next_id
-        FROM conversational_memory m
-        LEFT JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id
-        WHERE """ + _M_SCOPE + """
-        WINDOW thread AS (PARTITION BY m.thread_id COLLATE "C" ORDER BY m.created_at, m.id)) w
-    WHERE w.expires_at IS NULL OR w.expires_at > now()),
+    SELECT m.id AS key, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata,
+           m.embedding <=> %(qvec)s AS d, c.context_tsv AS tsv
+    FROM conversational_memory m
+    LEFT JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id
+    WHERE """ + _M_WHERE + """),
 me_total AS (SELECT count(tsv) AS n FROM me_rows),
+me_match AS MATERIALIZED (
+    SELECT r.key, lex.ord, r.tsv @@ lex.tq_a AS own FROM me_rows r JOIN lex ON r.tsv @@ lex.tq
+),
 me_idf AS MATERIALIZED (
-    SELECT lex.ord, lex.tq, lex.tq_a, ln(1 + ((SELECT n FROM me_total) - d.n + 0.5) / (d.n + 0.5)) AS idf
-    FROM lex CROSS JOIN LATERAL (SELECT count(*) AS n FROM me_rows WHERE me_rows.tsv @@ lex.tq) d
+    SELECT lex.ord, d.idf, d.idf::float8 AS idf8 FROM lex CROSS JOIN LATERAL (
+        SELECT ln(1 + ((SELECT n FROM me_total) - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+        FROM me_match WHERE me_match.ord = lex.ord) d
 ),
-me_kw AS (
-    SELECT jsonb_object_agg(k.key::text, k.ks::text) AS ks FROM (
-        SELECT r.key, sum(i.idf * CASE WHEN r.tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END)
-               / nullif(greatest((SELECT sum(idf) FROM me_idf),
-                                 %(min_terms)s * ln(1 + ((SELECT n FROM me_total) + 0.5) / 0.5)), 0) AS ks
-        FROM me_rows r JOIN me_idf i ON r.tsv @@ i.tq GROUP BY r.key) k
+me_den AS (
+    SELECT nullif(greatest((SELECT sum(idf) FROM me_idf),
+                           %(min_terms)s * ln(1 + ((SELECT n FROM me_total) + 0.5) / 0.5)), 0) AS den
 ),
-me_scored AS MATERIALIZED (
-    SELECT r.key, r.content, r.created_at, r.thread_id, r.summary_id, r.role, r.name, r.metadata, r.d,
-           r.prev_id, r.next_id, ((SELECT ks FROM me_kw) ->> r.key::text)::float8 AS ks
-    FROM me_rows r
-)"""
+me_kw_rows AS MATERIALIZED (
+    SELECT m.key, sum(i.idf8 * CASE WHEN m.own THEN 1.0 ELSE %(nw)s END ORDER BY m.ord)
+                  / (SELECT den FROM me_den) AS ks
+    FROM me_match m JOIN me_idf i ON i.ord = m.ord GROUP BY m.key
+),
+me_kw AS (SELECT jsonb_object_agg(key::text, ks::text) AS ks FROM me_kw_rows)"""
 
 # The indexed shape, for a user with many messages: bounded work whatever the history.
 # * vector: the nearest ``pool`` messages through HNSW (iterative scan keeps the user and
@@ -313,13 +313,23 @@ m_size AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user
 _MSG_EXACT_SELECT = """
 SELECT 'message' AS kind, r.key::text AS id, r.content, r.created_at, r.thread_id, r.summary_id, r.role, r.name,
        NULL::timestamptz AS t0, NULL::timestamptz AS t1, r.metadata, coalesce(1 - r.d, 0) AS vs,
-       coalesce(r.ks, 0) AS ks,
-       r.prev_id, r.next_id, NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
-       coalesce(r.name = ANY (%(speakers)s::text[]), false) AS spk
-FROM me_scored r
-WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_scored WHERE d IS NOT NULL ORDER BY d, key LIMIT %(pool)s) v)
-       OR r.key IN (SELECT key FROM (SELECT key FROM me_scored WHERE ks IS NOT NULL
+       coalesce(((SELECT ks FROM me_kw) ->> r.key::text)::float8, 0) AS ks,
+       prev.id AS prev_id, nxt.id AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
+       NULL::bigint AS n_covered, coalesce(r.name = ANY (%(speakers)s::text[]), false) AS spk
+FROM me_rows r
+LEFT JOIN LATERAL (SELECT p.id FROM conversational_memory p
+    WHERE p.user_id = %(uid)s AND p.thread_id = r.thread_id AND (p.created_at, p.id) < (r.created_at, r.key)
+    ORDER BY p.created_at DESC, p.id DESC LIMIT 1) prev ON true
+LEFT JOIN LATERAL (SELECT q.id FROM conversational_memory q
+    WHERE q.user_id = %(uid)s AND q.thread_id = r.thread_id AND (q.created_at, q.id) > (r.created_at, r.key)
+    ORDER BY q.created_at, q.id LIMIT 1) nxt ON true
+WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE d IS NOT NULL ORDER BY d, key LIMIT %(pool)s) v)
+       OR r.key IN (SELECT key FROM (SELECT key FROM me_kw_rows WHERE ks IS NOT NULL
                                      ORDER BY ks DESC, key LIMIT %(pool)s) k))"""
+
+#: The exact shape's rows in thread order (the ranking breaks ties of score by the order rows come in).
+_MSG_EXACT_ORDER = """
+ORDER BY r.thread_id COLLATE "C", r.created_at, r.key"""
 
 # The indexed shape finds a candidate's neighbours through the thread index.
 _MSG_INDEXED_SELECT = """
@@ -450,10 +460,12 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
             ctes.append(_MSG_INDEXED)
         if shape == "auto":
             ctes.append(_SIZE)
-            selects.append(_MSG_EXACT_SELECT + " AND (SELECT n FROM m_size) <= %(switch)s")
+            selects.append("(" + _MSG_EXACT_SELECT + " AND (SELECT n FROM m_size) <= %(switch)s"
+                           + _MSG_EXACT_ORDER + ")")
             selects.append(_MSG_INDEXED_SELECT + " AND (SELECT n FROM m_size) > %(switch)s")
         else:
-            selects.append(_MSG_EXACT_SELECT if shape == "exact" else _MSG_INDEXED_SELECT)
+            selects.append("(" + _MSG_EXACT_SELECT + _MSG_EXACT_ORDER + ")" if shape == "exact"
+                           else _MSG_INDEXED_SELECT)
     if "summaries" in kinds:
         ctes.append(_SUMMARIES)
         selects.append(_SUMMARIES_SELECT)
@@ -750,7 +762,10 @@ def _order(found: Sequence[_Candidate], method: str, w: SearchWeights, query: st
     def key(c: _Candidate) -> tuple[str, str]:
         return (c.item.kind, c.item.id)
 
-    out = [replace(c, signals=dict(c.signals)) for c in found]  # the caller's candidates stay as they were
+    # the caller's candidates stay as they were (a plain constructor call: dataclasses.replace
+    # costs as much as the rest of the ranking)
+    out = [_Candidate(c.item, c.vector, c.keyword, c.in_range, dict(c.signals), c.prev_id, c.next_id, c.score)
+           for c in found]
     if method == "vector":
         for c in out:
             c.score = c.vector + time_bonus(c)
