@@ -196,3 +196,31 @@ def test_a_pipelined_search_reads_only_its_users_rows_under_row_level_security(s
             app.close()
     finally:
         owner.close()
+
+
+def _plans(mm: MemoryManager) -> tuple[int, int]:
+    """(generic, custom) plans made of the prepared search statements on the one pooled connection."""
+    with mm.db.connection() as conn:
+        row = conn.execute("SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)"
+                           " FROM pg_prepared_statements WHERE statement LIKE 'WITH terms AS%'").fetchone()
+    return int(row[0]), int(row[1])
+
+
+@pytest.mark.parametrize("rows, planned", [(len(TURNS), "generic"), (20, "custom")])
+def test_a_small_history_is_searched_on_one_generic_plan_a_large_one_planned_each_time(
+        settings: Any, user: str, rows: int, planned: str) -> None:
+    """The first search of a user is planned for its values; it reports the user's message
+    count, and from then on a history well inside the exact shape reuses one generic plan
+    (planning the statement costs more than running it there), a larger one is planned anew."""
+    mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1, search_exact_max_rows=12),
+                            embedder=HashEmbedder())
+    try:
+        mm.write_messages([dict(role="user", content=f"{TURNS[i % len(TURNS)]} ({i})") for i in range(rows)],
+                          user_id=user, thread_id="t")
+        first = mm.search_memory("Bergen marathon", user_id=user)
+        assert _plans(mm) == (0, 1)
+        again = [mm.search_memory("Bergen marathon", user_id=user) for _ in range(3)]
+        assert _plans(mm) == ((3, 1) if planned == "generic" else (0, 4))
+        assert all([(h.item.id, h.score) for h in hits] == [(h.item.id, h.score) for h in first] for hits in again)
+    finally:
+        mm.close()

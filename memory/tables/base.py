@@ -129,14 +129,19 @@ class Table:
         return text
 
     # -- search -----------------------------------------------------------------------
-    def _search_settings_op(self, user: str | None = None) -> Op[None]:
+    def _search_settings_op(self, user: str | None = None, plans: str | None = None) -> Op[None]:
         """HNSW keeps scanning until a filtered query (one user's rows) has its LIMIT, in
         exact distance order. SET LOCAL (Citus forwards it to the workers, where the index
-        scans run); the driver holds both back and sends them with the statement they are
-        for, in its round trip (``memory.store.ops``)."""
+        scans run); the driver holds them back and sends them with the statement they are
+        for, in its round trip (``memory.store.ops``). ``plans`` "generic" or "custom":
+        how PostgreSQL plans the prepared statement (``plan_cache_mode``; None: its own
+        choice, a generic plan after five custom ones)."""
         yield Sql(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(self.settings.hnsw_ef_search))),
                   fetch="none", user=user)
         yield Sql(sql.SQL("SET LOCAL hnsw.iterative_scan = strict_order"), fetch="none", user=user)
+        if plans is not None:
+            mode = {"generic": "force_generic_plan", "custom": "force_custom_plan"}[plans]
+            yield Sql(sql.SQL("SET LOCAL plan_cache_mode = {}").format(sql.SQL(mode)), fetch="none", user=user)
 
     def _similar(
         self,

@@ -60,7 +60,10 @@ skipped from its first refusal on, and the keyword half still finds those rows.
 from __future__ import annotations
 
 import functools
+import threading
+import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from typing import Any
@@ -436,6 +439,13 @@ SELECT 'pending', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::u
        NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false
 WHERE EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> '')"""
 
+# In the switching shape, a row with the user's message count (up to the switch point + 1,
+# in ``vs``): the next search of the user picks how the statement is planned by it.
+_SIZE_ROW = """
+SELECT 'size', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,
+       NULL::timestamptz, NULL::timestamptz, NULL::jsonb, (SELECT n FROM m_size)::float8, 0::float8,
+       NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false"""
+
 _UNION = "\nUNION ALL"
 
 
@@ -473,6 +483,8 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
         ctes.append(_FACTS)
         selects.append(_FACTS_SELECT)
     if "messages" in kinds:
+        if shape == "auto":
+            selects.append(_SIZE_ROW)
         selects.append(_PENDING_ROW)
     return sql.SQL("WITH " + "".join(ctes) + _UNION.join(selects))  # literal blocks
 
@@ -491,6 +503,28 @@ _PENDING = sql.SQL(
     "SELECT user_id, id, role, content, name FROM conversational_memory"
     " WHERE embedding IS NULL AND content <> ''{user} ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED")
 _USER_FILTER = sql.SQL(" AND user_id = %(uid)s")
+
+
+class SizeHints:
+    """The last message count seen per user (bounded: ``max_users``, ``ttl`` s): only how a
+    search is planned depends on it, never what it finds."""
+
+    def __init__(self, ttl: float = 600.0, max_users: int = 10_000) -> None:
+        self.ttl, self.max_users = ttl, max_users
+        self._seen: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, user_id: str) -> int | None:
+        with self._lock:
+            entry = self._seen.get(user_id)
+            return entry[1] if entry is not None and time.monotonic() - entry[0] < self.ttl else None
+
+    def put(self, user_id: str, n: int) -> None:
+        with self._lock:
+            self._seen[user_id] = (time.monotonic(), n)
+            self._seen.move_to_end(user_id)
+            while len(self._seen) > self.max_users:
+                self._seen.popitem(last=False)
 
 
 class MemorySearch(Table):
@@ -637,21 +671,42 @@ class MemorySearch(Table):
                        cap=s.search_term_candidates, sample=s.search_sample_rows, lookups=COMMON_LOOKUPS,
                        switch=s.search_exact_max_rows, filtered=tid is not None or lo is not None or hi is not None)
                   for (_, text, lo, hi, speakers, _), qvec in zip(plans, vectors, strict=False)]
-        rows = yield from self._search_rows_op(stmt, params)
+        planning = self._planning(uid, kinds, shape)
+        rows = yield from self._search_rows_op(stmt, params, planning)
         if rows[0] and rows[0][-1]["kind"] == "pending":
             # Messages written with embed=False: embed them, then search again.
             yield Call(self.embed_pending_messages, kwargs={"user_id": uid})
-            rows = yield from self._search_rows_op(stmt, params)
-        return [[_candidate(row, span) for row in found if row["kind"] != "pending"]
+            rows = yield from self._search_rows_op(stmt, params, planning)
+        for row in rows[0]:
+            if row["kind"] == "size":
+                self._sizes.put(uid, int(row["vs"]))
+        return [[_candidate(row, span) for row in found if row["kind"] not in ("pending", "size")]
                 for (span, *_), found in zip(plans, rows, strict=False)]
 
-    def _search_rows_op(self, stmt: tuple[str, tuple[str, ...]],
-                        params: Sequence[dict[str, Any]]) -> Op[list[list[dict[str, Any]]]]:
+    def _planning(self, uid: str, kinds: tuple[str, ...], shape: str) -> str | None:
+        """How the search statement is planned (``Table._search_settings_op``): one generic plan,
+        made once per connection, where the messages take the exact shape (a user known to be
+        well below the switch point, or ``shape="exact"``): planning the statement costs more
+        than running it there; planned for its values otherwise, since a generic plan, blind
+        to the user's row count, can take a hundred times longer on a large history."""
+        if "messages" not in kinds:
+            return None
+        if shape == "exact":
+            return "generic"
+        known = self._sizes.get(uid) if shape == "auto" else None
+        return "generic" if known is not None and known <= self.settings.search_exact_max_rows // 2 else "custom"
+
+    @functools.cached_property
+    def _sizes(self) -> SizeHints:
+        return SizeHints()
+
+    def _search_rows_op(self, stmt: tuple[str, tuple[str, ...]], params: Sequence[dict[str, Any]],
+                        planning: str | None = None) -> Op[list[list[dict[str, Any]]]]:
         """Every query's rows, in one transaction (its search settings first; one round trip for
         one query: ``memory.store.ops``); ``stmt`` is :func:`_search_query`'s text and parameter names."""
         text, names = stmt
         uid = params[0]["uid"]
-        yield from self._search_settings_op(uid)
+        yield from self._search_settings_op(uid, planning)
         rows = []
         for i, p in enumerate(params):
             rows.append((yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True, last=i == len(params) - 1)))
