@@ -312,10 +312,12 @@ m_size AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user
 # turns before and after it in its thread, a summary the range of the messages it
 # replaced (the summary index) and the span it covers (``t0``/``t1``; NULL for a message:
 # its ``created_at``). ``spk``: the message's speaker is one of the names the query
-# mentions (``speakers``, found in Python among the user's speaker names).
+# mentions (``speakers``, found in Python among the user's speaker names). A message's
+# empty metadata comes back as NULL (read as ``{}``): no JSON to parse per row.
 _MSG_EXACT_SELECT = """
 SELECT 'message' AS kind, r.key::text AS id, r.content, r.created_at, r.thread_id, r.summary_id, r.role, r.name,
-       NULL::timestamptz AS t0, NULL::timestamptz AS t1, r.metadata, coalesce(1 - r.d, 0) AS vs,
+       NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(r.metadata, '{}') AS metadata,
+       coalesce(1 - r.d, 0) AS vs,
        coalesce(((SELECT ks FROM me_kw) ->> r.key::text)::float8, 0) AS ks,
        prev.id AS prev_id, nxt.id AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
        NULL::bigint AS n_covered, coalesce(r.name = ANY (%(speakers)s::text[]), false) AS spk
