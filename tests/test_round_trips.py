@@ -209,12 +209,13 @@ def _plans(mm: MemoryManager) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-@pytest.mark.parametrize("rows, planned", [(len(TURNS), "generic"), (20, "custom")])
-def test_a_small_history_is_searched_on_one_generic_plan_a_large_one_planned_each_time(
-        settings: Any, user: str, rows: int, planned: str) -> None:
-    """The first search of a user is planned for its values; it reports the user's message
-    count, and from then on a history well inside the exact shape reuses one generic plan
-    (planning the statement costs more than running it there), a larger one is planned anew."""
+@pytest.mark.parametrize("rows, small", [(len(TURNS), True), (20, False)])
+def test_a_large_or_unseen_history_is_planned_for_its_values_a_small_one_as_postgres_chooses(
+        settings: Any, user: str, rows: int, small: bool) -> None:
+    """The first search of a user is planned for its values and reports the user's message
+    count; from then on a large history is planned anew each time (never PostgreSQL's
+    generic plan, blind to its size), a small one as PostgreSQL chooses (its generic plan
+    after five custom ones, reused: planning costs more than running it there)."""
     mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1, search_exact_max_rows=12),
                             embedder=HashEmbedder())
     try:
@@ -222,8 +223,9 @@ def test_a_small_history_is_searched_on_one_generic_plan_a_large_one_planned_eac
                           user_id=user, thread_id="t")
         first = mm.search_memory("Bergen marathon", user_id=user)
         assert _plans(mm) == (0, 1)
-        again = [mm.search_memory("Bergen marathon", user_id=user) for _ in range(3)]
-        assert _plans(mm) == ((3, 1) if planned == "generic" else (0, 4))
+        again = [mm.search_memory("Bergen marathon", user_id=user) for _ in range(7)]
+        generic, custom = _plans(mm)
+        assert generic + custom == 8 and (generic > 0 if small else generic == 0), (generic, custom)
         assert all([(h.item.id, h.score) for h in hits] == [(h.item.id, h.score) for h in first] for hits in again)
     finally:
         mm.close()

@@ -686,17 +686,16 @@ class MemorySearch(Table):
                 for (span, *_), found in zip(plans, rows, strict=False)]
 
     def _planning(self, uid: str, kinds: tuple[str, ...], shape: str) -> str | None:
-        """How the search statement is planned (``Table._search_settings_op``): one generic plan,
-        made once per connection, where the messages take the exact shape (a user known to be
-        well below the switch point, or ``shape="exact"``): planning the statement costs more
-        than running it there; planned for its values otherwise, since a generic plan, blind
-        to the user's row count, can take a hundred times longer on a large history."""
-        if "messages" not in kinds:
+        """How the search statement is planned (``Table._search_settings_op``): for its values
+        ("custom") unless the user is known to be well inside the exact shape (at most half
+        the switch point). A generic plan, blind to the user's row count, can take a hundred
+        times longer on a large history, and PostgreSQL's own choice (None) turns to the
+        generic plan after five custom ones; where the exact shape runs, that generic plan is
+        the cheaper: planning the statement costs more than running it there."""
+        if "messages" not in kinds or shape == "exact":
             return None
-        if shape == "exact":
-            return "generic"
         known = self._sizes.get(uid) if shape == "auto" else None
-        return "generic" if known is not None and known <= self.settings.search_exact_max_rows // 2 else "custom"
+        return None if known is not None and known <= self.settings.search_exact_max_rows // 2 else "custom"
 
     @functools.cached_property
     def _sizes(self) -> SizeHints:
