@@ -196,7 +196,7 @@ _M_WHERE = _M_SCOPE + " AND " + _M_LIVE
 
 # The user's messages are read once (``me_rows``: the columns a hit shows, the distance
 # to the query and the keyword window), and counted, keyword-scored and vector-ranked
-# from that one read; no candidate is looked up again. Each query word is matched
+# from that one read; no candidate's row is read again. Each query word is matched
 # against each row's window once (``me_match``: the rows holding it, and whether in the
 # window's own part, weight A), and the document frequencies, IDFs and keyword scores
 # all come from those matches. A row's keyword score sums, in word order, the IDF of
