@@ -215,17 +215,21 @@ def test_a_large_or_unseen_history_is_planned_for_its_values_a_small_one_as_post
     """The first search of a user is planned for its values and reports the user's message
     count; from then on a large history is planned anew each time (never PostgreSQL's
     generic plan, blind to its size), a small one as PostgreSQL chooses (its generic plan
-    after five custom ones, reused: planning costs more than running it there)."""
+    once it finds that no costlier than planning each time)."""
     mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1, search_exact_max_rows=12),
                             embedder=HashEmbedder())
+    forced = "SET LOCAL plan_cache_mode = force_custom_plan"
     try:
         mm.write_messages([dict(role="user", content=f"{TURNS[i % len(TURNS)]} ({i})") for i in range(rows)],
                           user_id=user, thread_id="t")
-        first = mm.search_memory("Bergen marathon", user_id=user)
-        assert _plans(mm) == (0, 1)
-        again = [mm.search_memory("Bergen marathon", user_id=user) for _ in range(7)]
-        generic, custom = _plans(mm)
-        assert generic + custom == 8 and (generic > 0 if small else generic == 0), (generic, custom)
+        with RoundTrips(mm.db.pool) as trips:
+            first = mm.search_memory("Bergen marathon", user_id=user)
+        assert any(forced in line for line in trips.sent()) and _plans(mm) == (0, 1)
+        with RoundTrips(mm.db.pool) as trips:
+            again = [mm.search_memory("Bergen marathon", user_id=user) for _ in range(7)]
+        assert sum(forced in line for line in trips.sent()) == (0 if small else 7)
+        if not small:
+            assert _plans(mm) == (0, 8)
         assert all([(h.item.id, h.score) for h in hits] == [(h.item.id, h.score) for h in first] for hits in again)
     finally:
         mm.close()
