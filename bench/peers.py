@@ -19,7 +19,7 @@ Phases:
 
 1. LoCoMo size (1,451 turns, 3 users = the 3 conversations): ingest turns/s, each
    conversation in one call (agentmem ``write_messages``), plus the raw-encoder limit
-   (all turns in one ``embed`` call); then search p50/p95 with the query embedding
+   (all turns in one ``embed`` call, measured right next to agentmem's ingest); then search p50/p95 with the query embedding
    included (agentmem ``search_memory`` and ``read_knowledge``), k=10.
 2. ``--scale`` rows (default 100k) as 200 users x 500 rows, then as one user with all of
    them: rows are LoCoMo turns with a row number appended, their vectors the turn's
@@ -294,17 +294,29 @@ def run_ingest(systems: list[Any], encoders: dict[str, Any], texts: list[str], a
     rate: dict[str, list[float]] = {}
     own: dict[str, list[float]] = {}
     base = np.zeros((0, 1), np.float32)
+    forms = (("", texts), (", agentmem's texts", agentmem_texts))
+
+    def raw(backend: str, what: str, batch: list[str]) -> None:
+        nonlocal base
+        t0 = time.perf_counter()
+        out = encoders[backend].inner.embed(batch)
+        rate.setdefault(f"raw encoder {backend}{what} (all in one call)", []).append(
+            len(batch) / (time.perf_counter() - t0))
+        if backend == agentmem_backend and not what:
+            base = out
+
     for r in range(rounds):
-        for backend, enc in encoders.items():
-            for what, batch in (("", texts), (", agentmem's texts", agentmem_texts)):
-                t0 = time.perf_counter()
-                out = enc.inner.embed(batch)
-                key = f"raw encoder {backend}{what} (all in one call)"
-                rate.setdefault(key, []).append(len(batch) / (time.perf_counter() - t0))
-                if backend == agentmem_backend and not what:
-                    base = out
+        for backend in encoders:
+            if backend != agentmem_backend:
+                for what, batch in forms:
+                    raw(backend, what, batch)
         order = systems if r % 2 == 0 else systems[::-1]
         for sys_ in order:
+            # agentmem's limit is measured right next to agentmem's ingest, one text form just
+            # before it and the other just after (swapped each round), so both see its load.
+            first, second = forms if r % 2 == 0 else forms[::-1]
+            if sys_.label == "agentmem":
+                raw(agentmem_backend, *first)
             e0 = sys_.encoder.seconds
             t0 = time.perf_counter()
             for c in convs:
@@ -312,6 +324,8 @@ def run_ingest(systems: list[Any], encoders: dict[str, Any], texts: list[str], a
             wall = time.perf_counter() - t0
             rate.setdefault(sys_.label, []).append(len(texts) / wall)
             own.setdefault(sys_.label, []).append(1000 * (wall - (sys_.encoder.seconds - e0)) / len(texts))
+            if sys_.label == "agentmem":
+                raw(agentmem_backend, *second)
         log(f"[{label}] ingest round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rate.items()))
     med = {k: statistics.median(v) for k, v in rate.items()}
     own_med = {k: statistics.median(v) for k, v in own.items()}
@@ -331,9 +345,12 @@ def run_ingest(systems: list[Any], encoders: dict[str, Any], texts: list[str], a
                 f"{agentmem_backend} on the plain turns, limit' = on agentmem's own texts (role: content)",
                 ["system", "turns/s", "/ limit", "/ limit'", "agentmem / this", "own ms/turn",
                  "this own / agentmem own"], rows)
+    per_round = [statistics.median(a / x for a, x in zip(rate["agentmem"], rate[key], strict=True))
+                 for key in (f"raw encoder {agentmem_backend}{what} (all in one call)" for what, _ in forms)]
     print(f"[{label}] agentmem / fastest peer ({fastest}): {med['agentmem'] / med[fastest]:.2f}x turns/s; "
           f"agentmem / raw limit: {med['agentmem'] / limit:.2f} "
-          f"(on agentmem's own texts: {med['agentmem'] / own_texts:.2f}); "
+          f"(on agentmem's own texts: {med['agentmem'] / own_texts:.2f}); median of the rounds' ratios to the "
+          f"limit measured beside agentmem's ingest: {per_round[0]:.2f} (own texts: {per_round[1]:.2f}); "
           f"own time per turn, fastest peer ({fastest_own}) / agentmem: {own_med[fastest_own] / own_med['agentmem']:.2f}x")
     return {"turns_per_s": rate, "own_ms_per_turn": own}, base
 
