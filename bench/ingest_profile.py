@@ -1,6 +1,6 @@
 """Where ingest time goes: write_messages next to the raw encoder, CPU of both processes.
 
-    python bench/ingest_profile.py [--rounds 3] [--threads 1] [--json out.json]
+    python bench/ingest_profile.py [--rounds 3] [--threads 1] [--fixed-run 8] [--cpu-pairs 0] [--json out.json]
 
 The LoCoMo turns (3 conversations, 1,451 turns) as agentmem embeds them (``role:
 content``), int8 ONNX MiniLM, in interleaved rounds so every mode sees the same load:
@@ -15,6 +15,11 @@ content``), int8 ONNX MiniLM, in interleaved rounds so every mode sees the same 
 * ``write_messages embed=False``: the database path alone;
 * with ``--fixed-run 8``, ``raw, one call`` and ``write_messages`` again with that many
   texts per model run instead of the planned runs (the plan before it was by tokens).
+
+``--cpu-pairs N`` (with ``--fixed-run``) measures only the encoder: N interleaved pairs
+of planned vs fixed runs, each over all texts in one call and over write_messages'
+stages, and prints the median thread CPU of each (no database; CPU seconds rather than
+wall time, which on a shared machine moves with the load more than with the plan).
 
 Per mode: turns/s, its ratio to the raw one-call rate of the same round, the encoder's
 CPU seconds (the thread that runs the model), the Postgres server's CPU seconds (every
@@ -93,11 +98,31 @@ def padded_ratio(embedder: OnnxMiniLMEmbedder, calls: list[list[str]]) -> float:
     return padded / real
 
 
+def cpu_pairs(inner: OnnxMiniLMEmbedder, every: list[list[str]], staged: list[list[str]], pairs: int,
+              fixed: int) -> None:
+    got: dict[str, list[float]] = {}
+    for r in range(pairs):
+        for form, calls in (("one call", every), ("write_messages' stages", staged)):
+            for run in ((0, fixed) if r % 2 == 0 else (fixed, 0)):
+                onnx_minilm.FIXED_RUN = run
+                c0 = time.thread_time()
+                for texts in calls:
+                    inner.embed(texts)
+                got.setdefault(f"{form}, {'planned runs' if run == 0 else f'{fixed} per run'}", []).append(
+                    time.thread_time() - c0)
+        onnx_minilm.FIXED_RUN = 0
+        log(f"pair {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in got.items()))
+    print_table(f"encoder thread CPU s, median of {pairs} interleaved pairs", ["texts, runs", "CPU s", "min"],
+                [[k, f"{statistics.median(v):.2f}", f"{min(v):.2f}"] for k, v in got.items()])
+    print(f"\nload average at end: {environment()['loadavg_at_end']}")
+
+
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="ONNX intra-op threads")
     parser.add_argument("--fixed-run", type=int, default=0, help="also run with this many texts per model run")
+    parser.add_argument("--cpu-pairs", type=int, default=0, help="only the encoder: planned vs fixed runs, N pairs")
     args = parser.parse_args()
     turns = locomo_turns()
     convs = sorted({t.conversation for t in turns})
@@ -115,6 +140,9 @@ def main() -> None:
         print(f"  with {args.fixed_run} texts per run: one call {padded_ratio(inner, [every]):.3f}, "
               f"write_messages' stages {padded_ratio(inner, staged):.3f}")
         onnx_minilm.FIXED_RUN = 0
+    if args.cpu_pairs and args.fixed_run:
+        cpu_pairs(inner, [every], staged, args.cpu_pairs, args.fixed_run)
+        return
     rows: dict[str, dict[str, list[float]]] = {}
     with embedded_server() as uri:
         with psycopg.connect(uri, autocommit=True) as conn:
