@@ -33,6 +33,7 @@ USER_TABLES: dict[str, tuple[str, str, str]] = {
     "workflow_memory": ("name, description", "'n', 'planted'", "description"),
     "fact_memory": ("category, content", "'preference', 'planted'", "content"),
     "knowledge_memory": ("content", "'planted'", "content"),
+    "knowledge_terms": ("term, id", "'planted', gen_random_uuid()", "term"),
     "entity_memory": ("name", "'planted'", "description"),
     "tool_log": ("tool_name, status", "'planted', 'ok'", "output"),
     "conversational_context": ("message_id, context_tsv", "%(free_message)s, to_tsvector('planted')", "context_tsv"),
@@ -44,7 +45,8 @@ USER_TABLES: dict[str, tuple[str, str, str]] = {
 }
 #: The value an UPDATE sets, where the plain text 'planted' is not of the column's type.
 UPDATE_VALUES = {"conversational_context": "to_tsvector('planted')", "store_memory": "to_jsonb('planted'::text)",
-                 "conversational_stats": "messages + 1"}
+                 "conversational_stats": "messages + 1",
+                 "knowledge_terms": "term || 'planted'"}  # keys stay distinct
 #: A table with one row per user (her count, migration 012): her row goes first, so her INSERT can succeed.
 FREE_FIRST = {"conversational_stats": "DELETE FROM conversational_stats WHERE user_id = %(me)s"}
 SHARED_TABLES = {"toolbox_memory": "description", "shared_workflow_memory": "description"}

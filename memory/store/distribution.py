@@ -56,6 +56,9 @@ SHARD_LOCAL_TRIGGER_FUNCTIONS = frozenset({
     "conversational_context_after_insert", "conversational_context_after_delete",
     "conversational_context_after_edit", "conversational_stats_after_insert", "conversational_stats_after_delete",
     "conversational_stats_after_move", "conversational_stats_after_truncate",
+    # migration 013: a loop over the writing statement's users, each statement naming one
+    "knowledge_terms_after_insert", "knowledge_terms_after_delete", "knowledge_terms_after_update",
+    "knowledge_terms_after_truncate",
 })
 
 SCRIPT = "citus_distribute.sql"

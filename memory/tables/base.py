@@ -14,12 +14,14 @@ under the filter (counted up to ``Settings.similar_exact_max_rows`` + 1):
   summaries as most users have them): every row read once, each row's distance and
   keyword signal computed exactly, the ``pool`` best of either signal kept;
 * **indexed**, where they are many: the nearest rows through HNSW (iterative scan, so the
-  filter cannot starve the LIMIT) and bounded keyword candidates from the gin index (at
-  most ``search_max_terms`` words, ``search_term_candidates`` rows per word, document
+  filter cannot starve the LIMIT) and bounded keyword candidates (at most
+  ``search_max_terms`` words, ``search_term_candidates`` rows per word, document
   frequencies exact below that bound and estimated from a sample above it), scored by the
-  same formula.
+  same formula. A word's rows come from the gin index (any table and filter), or, for
+  ``read_knowledge``, from the postings of migration 013 (``knowledge_terms``: user, word,
+  passage), read index-only within the user's key range.
 
-Each candidate comes back with both signals, fused by :func:`memory.retrieval.fusion.fuse`
+Each candidate, whichever half found it, comes back with both signals computed for it, fused by :func:`memory.retrieval.fusion.fuse`
 into an absolute score, ``vector + keyword_weight x keyword``, the same fusion
 ``search_memory`` uses (its own signals on top), so a score means the same in every list
 and for every query. ``bench/search_latency.py --switch`` measured the switch point.
@@ -135,7 +137,9 @@ class Table:
         scans run); the driver holds them back and sends them with the statement they are
         for, in its round trip (``memory.store.ops``). ``plans`` "generic" or "custom":
         how PostgreSQL plans the prepared statement (``plan_cache_mode``; None: its own
-        choice, a generic plan after five custom ones)."""
+        choice, a generic plan after five custom ones). The similarity reads ask for
+        "custom": the generic plan of theirs, blind to the user's number of rows and so to
+        the shape that runs, took 0.7-1.2 s instead of 40-60 ms at 100k rows of one user."""
         yield Sql(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(self.settings.hnsw_ef_search))),
                   fetch="none", user=user)
         yield Sql(sql.SQL("SET LOCAL hnsw.iterative_scan = strict_order"), fetch="none", user=user)
@@ -157,6 +161,7 @@ class Table:
         vector_weight: float = 1.0,
         columns: sql.Composable | None = None,
         shape: str = "auto",
+        postings: str | None = None,
     ) -> list[Hit[T]]:
         """Rows of ``table`` matching ``where`` ranked for ``query`` (vector + keyword), one statement.
 
@@ -165,7 +170,7 @@ class Table:
         a row written without an embedding), and ``signals["keyword"]``, the IDF coverage
         of the query's stemmed words by the row (0..1: the share of the query's summed
         IDF that the row contains, the denominator at least ``MIN_TERMS`` rare words'
-        worth; 0 when the keyword half did not find it). ``score`` is their fusion
+        worth; computed for every candidate, whichever half found it). ``score`` is their fusion
         (:func:`memory.retrieval.fusion.fuse`), ``vector_weight x vector + keyword_weight
         x keyword``: absolute, so it compares across queries and lists and can be
         thresholded. ``keyword_weight`` defaults to ``settings.keyword_weight``
@@ -176,22 +181,25 @@ class Table:
         them. Up to ``similar_exact_max_rows`` rows under ``where`` (the exact shape)
         every row is read once: the document frequencies are exact and every matching
         row is scored. Beyond (the indexed shape) the work is bounded: each word brings
-        at most ``search_term_candidates`` rows from the gin index (a rare word all its
-        rows, a common one a bounded sample); a word's document frequency is the number
+        at most ``search_term_candidates`` rows from the gin index, or from the postings
+        table ``postings`` (user_id, term, key) when given (``where`` is then the user's
+        rows, ``user_id = %(uid)s``, possibly narrowed further): a rare word all its rows,
+        a common one a bounded sample. A word's document frequency is the number
         of rows it brought when below that bound, else estimated from the first
         ``search_sample_rows`` rows under ``where``, among ``N`` rows counted up to
         :data:`DOC_COUNT_CAP`; the rows having every common word of the query (the gin
         index intersects their lists) join the candidates. The rows the words brought
         are pre-ranked by the summed IDF of those words and the best ``4 x pool`` get
         the exact keyword signal. In both shapes the best ``pool`` by keyword signal and
-        the ``pool`` nearest rows are fused; ``k`` are returned. ``shape`` ("exact",
+        the ``pool`` nearest rows are the candidates, each with both its signals; ``k``
+        are returned. ``shape`` ("exact",
         "indexed") forces one shape, for benchmarks and tests.
         ``columns`` replaces the select list of ``row_cls``'s fields (a table that
         lacks one of them selects a constant in its place).
         """
         return run(self.db, self._similar_op(table, row_cls, query, where, params, k=k, hybrid=hybrid,
                                              keyword_weight=keyword_weight, vector_weight=vector_weight,
-                                             columns=columns, shape=shape))
+                                             columns=columns, shape=shape, postings=postings))
 
     def _similar_op(
         self,
@@ -207,6 +215,7 @@ class Table:
         vector_weight: float = 1.0,
         columns: sql.Composable | None = None,
         shape: str = "auto",
+        postings: str | None = None,
     ) -> Op[list[Hit[T]]]:
         """:meth:`_similar` as an operation (``memory.store.ops``)."""
         if keyword_weight is None:
@@ -215,7 +224,7 @@ class Table:
         qvec = (yield Call(self._embed, ([query],)))[0]
         pool = max(k * 4, 20)
         cols = columns if columns is not None else select_list(row_cls, "x")
-        text, names = _similar_query(table, where.as_string(), cols.as_string())
+        text, names = _similar_query(table, where.as_string(), cols.as_string(), postings)
         if shape not in SHAPES:
             raise InvalidInputError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
         switch = {"auto": self.settings.similar_exact_max_rows, "exact": EXACT_ALWAYS, "indexed": -1}[shape]
@@ -224,7 +233,7 @@ class Table:
                     cap=self.settings.search_term_candidates, sample=self.settings.search_sample_rows,
                     switch=switch)
         uid = params.get("uid")
-        yield from self._search_settings_op(uid)
+        yield from self._search_settings_op(uid, "custom")
         rows = yield Sql(text, [args[n] for n in names], dict, user=uid, raw=True, last=True)
         weights = {"vector": float(vector_weight), "keyword": float(keyword_weight)}
         hits = [_hit(row_cls, row, weights) for row in rows]  # in vector order: ties go to the closer row
@@ -238,7 +247,7 @@ EMBED_CHARS = 4000
 #: The query's distinct stemmed words in the order they first appear, at most
 #: ``%(max_terms)s`` of them, each as a tsquery literal (``'word'``), and their OR.
 TERMS_CTE = (
-    "terms AS (SELECT '''' || replace(replace(t.lexeme, '\\', '\\\\'), '''', '''''') || '''' AS lit"
+    "terms AS (SELECT '''' || replace(replace(t.lexeme, '\\', '\\\\'), '''', '''''') || '''' AS lit, t.lexeme AS term"
     " FROM unnest(to_tsvector('english', %(q)s)) AS t ORDER BY t.positions[1] LIMIT %(max_terms)s),"
     " tsq AS (SELECT string_agg(lit, ' | ')::tsquery AS tq FROM terms)"
 )
@@ -270,9 +279,9 @@ EXACT_CTES = (
     "   WHERE tsv @@ (SELECT string_agg(lit, ' | ')::tsquery FROM terms WHERE %(hybrid)s)),"
     " e_idf AS (SELECT lex.tq, ln(1 + (e_n.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM lex CROSS JOIN e_n"
     "   CROSS JOIN LATERAL (SELECT count(*) AS df FROM e_matched WHERE e_matched.tsv @@ lex.tq) d),"
-    " e_kw AS (SELECT key, ks FROM (SELECT m.key, m.d, sum(e_idf.idf)"
-    "   / nullif(greatest((SELECT sum(idf) FROM e_idf),"
-    "                     %(min_terms)s * ln(1 + ((SELECT n FROM e_n) + 0.5) / 0.5)), 0) AS ks"
+    " e_den AS (SELECT nullif(greatest((SELECT sum(idf) FROM e_idf),"
+    "                            %(min_terms)s * ln(1 + ((SELECT n FROM e_n) + 0.5) / 0.5)), 0) AS den),"
+    " e_kw AS (SELECT key, ks FROM (SELECT m.key, m.d, sum(e_idf.idf) / (SELECT den FROM e_den) AS ks"
     "   FROM e_matched m JOIN e_idf ON m.tsv @@ e_idf.tq GROUP BY m.key, m.d) s"
     "   ORDER BY ks DESC, d NULLS LAST, key LIMIT %(pool)s),"
     " e_cand AS (SELECT key FROM (SELECT key FROM e_rows WHERE d IS NOT NULL ORDER BY d, key LIMIT %(pool)s) v"
@@ -285,8 +294,11 @@ EXACT_CTES = (
 #: ``%(cap)s``), ``idf`` each word's weight: ``n`` rows (counted up to ``%(n_cap)s``), a
 #: word's document frequency the rows it brought when fewer than ``%(cap)s``, else
 #: estimated from ``%(sample)s`` rows under the filter (``sample``, read only then).
-KEYWORD_CTES = (
-    " n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {tbl} WHERE %(hybrid)s AND ({where}) LIMIT %(n_cap)s) s),"
+_N_CTE = " n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {tbl} WHERE %(hybrid)s AND ({where}) LIMIT %(n_cap)s) s),"
+
+#: Each word's rows from the gin index (``hits``, at most ``%(cap)s`` a word, read from the
+#: heap) and a common word's document frequency estimated from ``%(sample)s`` rows read.
+_GIN_WORDS = (
     " hits AS (SELECT lex.ord, h.key FROM lex CROSS JOIN LATERAL ("
     "   SELECT {key} AS key FROM {tbl} WHERE search_tsv @@ lex.tq AND ({where}) LIMIT %(cap)s) h),"
     " sample AS MATERIALIZED (SELECT search_tsv AS tsv FROM {tbl} WHERE ({where}) ORDER BY {key} LIMIT %(sample)s),"
@@ -296,9 +308,35 @@ KEYWORD_CTES = (
     "     ELSE greatest(%(cap)s, n.n * (SELECT count(*) FROM sample WHERE sample.tsv @@ lex.tq)::numeric"
     "                            / greatest((SELECT count(*) FROM sample), 1)) END AS df"
     "     FROM (SELECT coalesce(max(dfs.df), 0) AS df FROM dfs WHERE dfs.ord = lex.ord) h) d),"
+)
+
+#: The same from the postings table ``{post}`` (user_id, term, key), index-only: each word's
+#: first ``%(cap)s`` rows in key order, and a common word's frequency among the user's first
+#: ``%(sample)s`` rows in key order (``bound``: the last of them, found in the primary key;
+#: the word's postings up to it are counted, no row is read). Keys are random uuids: key order is a random sample,
+#: the same one for every word.
+_POSTINGS_WORDS = (
+    " hits AS (SELECT lex.ord, h.key FROM lex CROSS JOIN LATERAL ("
+    "   SELECT p.{key} AS key FROM {post} p WHERE p.user_id = %(uid)s AND p.term = lex.term"
+    "   ORDER BY p.{key} LIMIT %(cap)s) h),"
+    " bound AS (SELECT least(%(sample)s, n.n) AS s, (SELECT {key} FROM {tbl} WHERE ({where}) ORDER BY {key}"
+    "   OFFSET greatest(least(%(sample)s, n.n) - 1, 0) LIMIT 1) AS b FROM n),"
+    " dfs AS (SELECT ord, count(*) AS df FROM hits GROUP BY ord),"
+    " idf AS (SELECT lex.ord, lex.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf"
+    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT CASE WHEN h.df < %(cap)s THEN h.df::numeric"
+    "     ELSE greatest(%(cap)s, n.n * (SELECT count(*) FROM {post} p WHERE p.user_id = %(uid)s"
+    "       AND p.term = lex.term AND p.{key} <= (SELECT b FROM bound))::numeric"
+    "       / greatest((SELECT s FROM bound), 1)) END AS df"
+    "     FROM (SELECT coalesce(max(dfs.df), 0) AS df FROM dfs WHERE dfs.ord = lex.ord) h) d),"
+)
+
+#: After the words' rows and weights: the candidates and their keyword signal.
+_KEYWORD_REST = (
     # pre-ranked by the words that brought each row (cheap), the best %(prepool)s scored exactly
     # the rows with every common word (the gin index intersects their lists, so only
     # those rows are read), credited with all of them: found whatever the samples held
+    " den AS (SELECT nullif(greatest((SELECT sum(idf) FROM idf),"
+    "                          %(min_terms)s * ln(1 + ((SELECT n FROM n) + 0.5) / 0.5)), 0) AS den),"
     " common AS (SELECT ord FROM dfs WHERE df >= %(cap)s),"
     " all_common AS (SELECT x.{key} AS key FROM {tbl} x WHERE (SELECT count(*) FROM common) > 1"
     "   AND x.search_tsv @@ (SELECT string_agg(lex.tq::text, ' & ')::tsquery FROM lex JOIN common USING (ord))"
@@ -307,9 +345,7 @@ KEYWORD_CTES = (
     " pre AS (SELECT brought.key FROM brought JOIN idf ON idf.ord = brought.ord"
     "   GROUP BY brought.key ORDER BY sum(idf.idf) DESC, brought.key LIMIT %(prepool)s),"
     " kw AS (SELECT x.{key} AS key,"
-    "   (SELECT sum(idf.idf) FROM idf WHERE x.search_tsv @@ idf.tq)"
-    "   / nullif(greatest((SELECT sum(idf) FROM idf),"
-    "                     %(min_terms)s * ln(1 + ((SELECT n FROM n) + 0.5) / 0.5)), 0) AS ks"
+    "   (SELECT sum(idf.idf) FROM idf WHERE x.search_tsv @@ idf.tq) / (SELECT den FROM den) AS ks"
     "   FROM {tbl} x WHERE x.{key} IN (SELECT key FROM pre) AND ({where})"
     "   ORDER BY ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.{key} LIMIT %(pool)s),"
     # vector half: the nearest rows through HNSW (the iterative scan, set per transaction,
@@ -318,24 +354,34 @@ KEYWORD_CTES = (
     "   WHERE embedding IS NOT NULL AND ({where}) ORDER BY embedding <=> %(qvec)s LIMIT %(pool)s)"
 )
 
+KEYWORD_CTES = _N_CTE + _GIN_WORDS + _KEYWORD_REST
+POSTINGS_KEYWORD_CTES = _N_CTE + _POSTINGS_WORDS + _KEYWORD_REST
+
 # Every candidate of either half with both signals (its distance and keyword signal),
 # closest first (fused in Python); only the branch of the shape chosen by ``size`` runs.
 _SIMILAR_SELECT = (
-    " SELECT {cols}, x.embedding <=> %(qvec)s AS hit_distance, kw.ks AS hit_keyword, x.{key} AS hit_key"
-    " FROM {tbl} x JOIN {cand} c ON c.key = x.{key} LEFT JOIN {kw} kw ON kw.key = x.{key}"
+    " SELECT {cols}, x.embedding <=> %(qvec)s AS hit_distance,"
+    "   (SELECT sum(w.idf) FROM {idf} w WHERE x.search_tsv @@ w.tq) / (SELECT den FROM {den}) AS hit_keyword,"
+    "   x.{key} AS hit_key"
+    " FROM {tbl} x JOIN {cand} c ON c.key = x.{key}"
     " WHERE ({where}) AND (SELECT n FROM size) {cmp} %(switch)s"
 )
 
-_SIMILAR = (
-    "WITH " + TERMS_CTE + ","
-    " lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq FROM terms WHERE %(hybrid)s),"
-    + _SIZE_CTE + "," + EXACT_CTES + "," + KEYWORD_CTES + ","
-    " i_cand AS (SELECT key FROM vec UNION SELECT key FROM kw)"
-    + _SIMILAR_SELECT.replace("{cand}", "e_cand").replace("{kw}", "e_kw").replace("{cmp}", "<=")
-    + " UNION ALL"
-    + _SIMILAR_SELECT.replace("{cand}", "i_cand").replace("{kw}", "kw").replace("{cmp}", ">")
-    + " ORDER BY hit_distance NULLS LAST, hit_key"
-)
+def _similar_text(keyword_ctes: str) -> str:
+    return ("WITH " + TERMS_CTE + ","
+            " lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq, term FROM terms WHERE %(hybrid)s),"
+            + _SIZE_CTE + "," + EXACT_CTES + "," + keyword_ctes + ","
+            " i_cand AS (SELECT key FROM vec UNION SELECT key FROM kw)"
+            + _SIMILAR_SELECT.replace("{cand}", "e_cand").replace("{idf}", "e_idf").replace("{den}", "e_den")
+            .replace("{cmp}", "<=")
+            + " UNION ALL"
+            + _SIMILAR_SELECT.replace("{cand}", "i_cand").replace("{idf}", "idf").replace("{den}", "den")
+            .replace("{cmp}", ">")
+            + " ORDER BY hit_distance NULLS LAST, hit_key")
+
+
+_SIMILAR = _similar_text(KEYWORD_CTES)
+_SIMILAR_POSTINGS = _similar_text(POSTINGS_KEYWORD_CTES)
 
 
 def _hit(row_cls: type[T], row: dict[str, Any], weights: dict[str, float]) -> Hit[T]:
@@ -348,17 +394,20 @@ def _hit(row_cls: type[T], row: dict[str, Any], weights: dict[str, float]) -> Hi
 
 
 @functools.lru_cache(maxsize=64)
-def _similar_query(table: str, where: str, columns: str) -> tuple[str, tuple[str, ...]]:
+def _similar_query(table: str, where: str, columns: str, postings: str | None = None) -> tuple[str, tuple[str, ...]]:
     """The similarity statement (``where`` and the select list as rendered SQL) with PostgreSQL's
     own placeholders (``$1``...) and the parameter names in their order: composed once per
     table and filter and sent as it is (``Sql.raw``), since psycopg parses a statement longer
     than 4 KB again on every execution."""
-    return numbered(_similar_statement(table, sql.SQL(where), sql.SQL(columns)))
+    return numbered(_similar_statement(table, sql.SQL(where), sql.SQL(columns), postings))
 
 
-def _similar_statement(table: str, where: sql.Composable, columns: sql.Composable) -> sql.Composed:
-    return sql.SQL(_SIMILAR).format(  # a constant; values are bound
-        key=sql.Identifier(key_name(table)), tbl=sql.Identifier(table), where=where, cols=columns)
+def _similar_statement(table: str, where: sql.Composable, columns: sql.Composable,
+                       postings: str | None = None) -> sql.Composed:
+    names = dict(key=sql.Identifier(key_name(table)), tbl=sql.Identifier(table), where=where, cols=columns)
+    if postings is None:
+        return sql.SQL(_SIMILAR).format(**names)  # a constant; values are bound
+    return sql.SQL(_SIMILAR_POSTINGS).format(post=sql.Identifier(postings), **names)
 
 
 def key_name(table: str) -> str:

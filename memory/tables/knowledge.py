@@ -66,4 +66,4 @@ class Knowledge(Table):
         uid = self._uid(user_id)
         check_bool(hybrid, "hybrid")
         return (yield from self._similar_op("knowledge_memory", KnowledgeItem, query, sql.SQL("user_id = %(uid)s"),
-                                            {"uid": uid}, k=self._k(k), hybrid=hybrid))
+                                            {"uid": uid}, k=self._k(k), hybrid=hybrid, postings="knowledge_terms"))

@@ -69,6 +69,14 @@ def _foreign_keys(conn: psycopg.Connection, schema: str) -> list[ForeignKey]:
     return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in conn.execute(_FKS, (schema, ours, ours))]
 
 
+#: Tables that triggers fill from another table's rows, with no foreign key between them
+#: (migration 013: a passage's words), as (derived, source) pairs: ``forget_user`` deletes
+#: the derived table first, so each count is the rows that table held.
+DERIVED_TABLES: tuple[ForeignKey, ...] = (
+    ("knowledge_terms", "knowledge_memory", "a", ("user_id", "id"), ("user_id", "id"), 2),
+)
+
+
 def referencing_first(tables: list[str], fks: Sequence[ForeignKey]) -> list[str]:
     """``tables`` ordered so a table comes before the tables it references (cycles: by name)."""
     refs = {t: {p for c, p, *_ in fks if c == t and p != t and p in tables} for t in tables}
@@ -138,14 +146,15 @@ def purge_expired(db: Database, settings: Settings, *, now: datetime | None = No
 def forget_user(db: Database, *, user_id: str) -> dict[str, int]:
     """Delete every row of ``user_id`` in agentmem's per-user tables, once each; counts per table.
 
-    Referencing tables go first. The row triggers of migration 004 refresh the search
+    Referencing tables go first (and tables derived by triggers, :data:`DERIVED_TABLES`,
+    before their source). The row triggers of migration 004 refresh the search
     windows of the rows after a deleted message; they fire at the end of the DELETE,
     when every message of the user is already gone, so they write nothing back and
     one pass leaves no row of the user behind.
     """
     uid = check_id(user_id, "user_id", max_chars=10_000)
     with db.connection(uid) as conn:
-        tables = referencing_first(user_tables(conn, db.schema), _foreign_keys(conn, db.schema))
+        tables = referencing_first(user_tables(conn, db.schema), [*_foreign_keys(conn, db.schema), *DERIVED_TABLES])
         return {table: conn.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s").format(
             sql.Identifier(db.schema, table)), (uid,)).rowcount for table in tables}
 
