@@ -34,9 +34,13 @@ both shapes interleaved (``Table._similar(shape=...)``), with the top-k overlap 
 indexed shape with the exact one; it prints the smallest size from which the indexed
 shape is faster (the value of ``Settings.similar_exact_max_rows``).
 
+With ``--write-cost ROUNDS`` it measures what keeping the postings of migration 013
+(``knowledge_terms``) costs ``write_knowledge_batch``: the trigger on vs off, interleaved.
+
     python bench/search_latency.py --json /tmp/search.json
     python bench/search_latency.py --sizes 2000 --queries 20      # quick check
     python bench/search_latency.py --switch 250,500,1000,2000,4000,8000,16000 --queries 40
+    python bench/search_latency.py --write-cost 20     # what migration 013's trigger costs writes
 """
 
 from __future__ import annotations
@@ -102,6 +106,14 @@ def load_rows(conn: psycopg.Connection, rows: list[tuple[Any, ...]]) -> tuple[fl
     return load.seconds, build.seconds
 
 
+def vacuum(uri: str, schema: str = "agent_memory") -> None:
+    """VACUUM ANALYZE the loaded tables, as autovacuum does after a bulk of inserts: it sets the
+    visibility map, so index-only scans (the postings of migration 013) skip the heap."""
+    with psycopg.connect(uri, autocommit=True) as conn:
+        for table in ("knowledge_memory", "knowledge_terms"):
+            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(schema, table)))
+
+
 def exact_ids(conn: psycopg.Connection, qvec: np.ndarray, k: int) -> list[Any]:
     conn.execute("SET LOCAL enable_indexscan = off")
     return [r[0] for r in conn.execute(
@@ -162,6 +174,7 @@ def switch_point(mm: Any, rng: np.random.Generator, base: list[str], vecs: np.nd
         rows += make_rows(rng, base, vecs, n, [owner], len(rows), noise)
     with mm.db.connection() as conn:
         load_s, build_s = load_rows(conn, rows)
+    vacuum(mm.settings.database_url)
     log(f"{len(rows):,} rows loaded in {load_s:.1f}s, HNSW rebuilt in {build_s:.1f}s")
     where = sql.SQL("user_id = %(uid)s")
 
@@ -197,6 +210,41 @@ def switch_point(mm: Any, rng: np.random.Generator, base: list[str], vecs: np.nd
     return {"switch": out, "switch_point_rows": switch, "others": others}
 
 
+def write_cost(mm: Any, texts: list[str], rounds: int, batch: int) -> dict[str, Any]:
+    """``write_knowledge_batch`` with the postings trigger of migration 013 on vs off.
+
+    Interleaved rounds of ``batch`` new passages each, the order of on/off alternating per
+    round; every text is new to the table (a round number in it). ``embedded``: the texts'
+    vectors computed in the call (MiniLM, what a caller pays); ``cached``: embedded before
+    timing (the embedding cache serves them), so only the database work and the library's
+    own remain, the worst case for the trigger's share."""
+    out: dict[str, Any] = {}
+    for mode in ("cached", "embedded"):
+        lat: dict[str, list[float]] = {"on": [], "off": []}
+        for r in range(rounds + 1):  # round 0 warms up
+            for state in (("on", "off") if r % 2 else ("off", "on")):
+                items = [{"content": f"{t} (note {mode} {r} {state})"} for t in texts[:batch]]
+                if mode == "cached":
+                    mm.embeddings.embed([i["content"] for i in items])
+                with mm.db.connection() as conn:
+                    conn.execute(sql.SQL("ALTER TABLE knowledge_memory {} TRIGGER knowledge_terms_insert").format(
+                        sql.SQL("ENABLE" if state == "on" else "DISABLE")))
+                t0 = time.perf_counter()
+                mm.write_knowledge_batch(items, user_id=f"writer-{mode}-{state}")
+                if r:
+                    lat[state].append(time.perf_counter() - t0)
+        with mm.db.connection() as conn:
+            conn.execute("ALTER TABLE knowledge_memory ENABLE TRIGGER knowledge_terms_insert")
+        on, off = percentiles(lat["on"]), percentiles(lat["off"])
+        out[mode] = {"on": on, "off": off, "p50_ratio_on_to_off": on["p50_ms"] / off["p50_ms"],
+                     "mean_ratio_on_to_off": on["mean_ms"] / off["mean_ms"]}
+    print_table(f"write_knowledge_batch of {batch} passages, postings trigger on vs off, {rounds} interleaved rounds",
+                ["vectors", "on p50 ms", "off p50 ms", "on mean ms", "off mean ms", "p50 on/off", "mean on/off"],
+                [[m, e["on"]["p50_ms"], e["off"]["p50_ms"], e["on"]["mean_ms"], e["off"]["mean_ms"],
+                  e["p50_ratio_on_to_off"], e["mean_ratio_on_to_off"]] for m, e in out.items()])
+    return out
+
+
 def main() -> None:
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--sizes", default="10000,100000", help="comma-separated row counts (ascending)")
@@ -207,6 +255,9 @@ def main() -> None:
     p.add_argument("--noise", type=float, default=0.10)
     p.add_argument("--switch", default="", help="comma-separated rows of one user: measure the exact/indexed switch")
     p.add_argument("--switch-others", type=int, default=50_000, help="rows of 100 other users in the switch phase")
+    p.add_argument("--write-cost", type=int, default=0, metavar="ROUNDS",
+                   help="measure instead what the postings trigger (migration 013) costs knowledge writes")
+    p.add_argument("--write-batch", type=int, default=50, help="passages per write in the --write-cost phase")
     args = p.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     rng = np.random.default_rng(args.seed)
@@ -230,6 +281,15 @@ def main() -> None:
         with Timer() as t:
             minilm.embed([q])
         one_query.append(t.seconds)
+
+    if args.write_cost:
+        with embedded_server() as uri:
+            mm = open_manager(uri, embedder=minilm)
+            found = write_cost(mm, base, args.write_cost, args.write_batch)
+            mm.close()
+        print_load()
+        write_json(args.json, {"write_cost": found, "batch": args.write_batch, "rounds": args.write_cost})
+        return
 
     if args.switch:
         with embedded_server() as uri:
@@ -257,6 +317,7 @@ def main() -> None:
             rows = make_rows(rng, base, vecs, size - loaded, users, loaded, args.noise)
             with mm.db.connection() as conn:
                 load_s, build_s = load_rows(conn, rows)
+            vacuum(uri)
             loaded = size
             user_rows = -(-size // len(users))
             log(f"{size:,} rows loaded in {load_s:.1f}s, HNSW rebuilt in {build_s:.1f}s")

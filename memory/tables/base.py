@@ -21,10 +21,11 @@ under the filter (counted up to ``Settings.similar_exact_max_rows`` + 1):
   ``read_knowledge``, from the postings of migration 013 (``knowledge_terms``: user, word,
   passage), read index-only within the user's key range.
 
-Each candidate, whichever half found it, comes back with both signals computed for it, fused by :func:`memory.retrieval.fusion.fuse`
-into an absolute score, ``vector + keyword_weight x keyword``, the same fusion
-``search_memory`` uses (its own signals on top), so a score means the same in every list
-and for every query. ``bench/search_latency.py --switch`` measured the switch point.
+Each candidate, whichever half found it, comes back with both signals computed for it,
+fused by :func:`memory.retrieval.fusion.fuse` into an absolute score, ``vector +
+keyword_weight x keyword``, the same fusion ``search_memory`` uses (its own signals on
+top), so a score means the same in every list and for every query.
+``bench/search_latency.py --switch`` measured the switch point.
 """
 
 from __future__ import annotations
