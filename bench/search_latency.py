@@ -178,33 +178,38 @@ def switch_point(mm: Any, rng: np.random.Generator, base: list[str], vecs: np.nd
     log(f"{len(rows):,} rows loaded in {load_s:.1f}s, HNSW rebuilt in {build_s:.1f}s")
     where = sql.SQL("user_id = %(uid)s")
 
-    def read(q: str, owner: str, shape: str) -> list[Any]:
-        return mm.knowledge._similar("knowledge_memory", KnowledgeItem, q, where, {"uid": owner}, k=k, shape=shape)
+    def read(q: str, owner: str, shape: str) -> list[Any]:  # what read_knowledge runs, in the shape given
+        return mm.knowledge._similar("knowledge_memory", KnowledgeItem, q, where, {"uid": owner}, k=k, shape=shape,
+                                     postings="knowledge_terms")
 
     table, out = [], []
     for n, owner in zip(sizes, owners):
         for _, q in queries[:10]:  # warm-up
             read(q, owner, "exact"), read(q, owner, "indexed")
         lat: dict[str, list[float]] = {"exact": [], "indexed": []}
-        overlap = []
-        for _, q in queries:
+        overlap: dict[str, list[float]] = {"sentence": [], "keywords": []}
+        for kind, q in queries:
             ids = {}
             for shape in ("exact", "indexed"):  # interleaved
                 t0 = time.perf_counter()
                 ids[shape] = {h.item.id for h in read(q, owner, shape)}
                 lat[shape].append(time.perf_counter() - t0)
-            overlap.append(len(ids["exact"] & ids["indexed"]) / max(1, len(ids["exact"])))
+            overlap[kind].append(len(ids["exact"] & ids["indexed"]) / max(1, len(ids["exact"])))
         ex, ix = percentiles(lat["exact"]), percentiles(lat["indexed"])
+        by_kind = {kind: float(np.mean(v)) for kind, v in overlap.items()}
         entry = {"user_rows": n, "exact": ex, "indexed": ix, "p50_ratio_indexed_to_exact": ix["p50_ms"] / ex["p50_ms"],
-                 "topk_overlap": float(np.mean(overlap))}
+                 "topk_overlap": float(np.mean(overlap["sentence"] + overlap["keywords"])),
+                 "topk_overlap_by_query_kind": by_kind}
         out.append(entry)
         table.append([f"{n:,}", ex["p50_ms"], ex["p95_ms"], ix["p50_ms"], ix["p95_ms"],
-                      entry["p50_ratio_indexed_to_exact"], entry["topk_overlap"]])
+                      entry["p50_ratio_indexed_to_exact"], entry["topk_overlap"], by_kind["sentence"],
+                      by_kind["keywords"]])
     faster = [e["user_rows"] for e in out if e["p50_ratio_indexed_to_exact"] < 1.0]
     switch = next((n for n in sizes if all(m in faster for m in sizes if m >= n)), None)
     print_table(f"Similarity read, exact vs indexed shape, top {k}, {len(queries)} queries, one user among "
                 f"{others:,} rows of 100 others", ["user rows", "exact p50", "exact p95", "indexed p50",
-                                                   "indexed p95", "p50 indexed/exact", f"top-{k} overlap"], table)
+                                                   "indexed p95", "p50 indexed/exact", f"top-{k} overlap",
+                                                   "sentences", "keywords"], table)
     print(f"switch point: the indexed shape is faster from {switch:,} rows of a user on"
           if switch is not None else "switch point: the indexed shape was not faster at any size measured")
     return {"switch": out, "switch_point_rows": switch, "others": others}
