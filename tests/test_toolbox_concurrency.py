@@ -62,9 +62,10 @@ class AugmentingChat(BaseChatModel):
 
 
 class FailingChat(BaseChatModel):
-    """Waits until the other process has registered everything, then fails (A falls back)."""
+    """Says it was asked, waits until the other process has registered everything, then fails (A falls back)."""
 
     model_config = {"arbitrary_types_allowed": True}
+    asked: Any = None
     other_done: Any = None
 
     @property
@@ -73,22 +74,26 @@ class FailingChat(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
                   **kwargs: Any) -> ChatResult:
+        self.asked.set()
         self.other_done.wait(timeout=120)
         raise RuntimeError("model backend down")
 
 
-def _register(role: str, settings: Settings, namespace: str, start: Any, done: Any, finish: Any,
+def _register(role: str, settings: Settings, namespace: str, start: Any, asked: Any, done: Any, finish: Any,
               queue: Any) -> None:
     from toolbox import Toolbox
 
     try:
         mm = MemoryManager.open(settings, embedder=HashEmbedder())
-        llm = AugmentingChat() if role == "B" else FailingChat(other_done=done)
+        llm = AugmentingChat() if role == "B" else FailingChat(asked=asked, other_done=done)
         tb = Toolbox(mm, namespace=namespace, llm=llm)
         tools = [_make_tool(i) for i in range(N_TOOLS)]
         names = [f"tool_{i}" for i in range(N_TOOLS)]
         start.wait(timeout=120)  # both processes start registering together
         if role == "B":
+            # A has read every row (none there yet) and is waiting on its model: B's writes land in
+            # between A's read and A's fallback write, however the two processes are scheduled.
+            asked.wait(timeout=120)
             for tool, name in zip(tools, names):  # one upsert per tool, as a registering app does
                 tb.register_tool(tool, name=name, augment=True)
             done.set()
@@ -111,7 +116,8 @@ def test_two_processes_registering_the_same_tools_at_once_keep_complete_augmente
     namespace = f"race-{uuid.uuid4().hex[:8]}"
     ctx = mp.get_context("spawn")
     start, finish, done, queue = ctx.Barrier(2), ctx.Barrier(2), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_register, args=(role, settings.with_(pool_max_size=2), namespace, start, done,
+    asked = ctx.Event()
+    procs = [ctx.Process(target=_register, args=(role, settings.with_(pool_max_size=2), namespace, start, asked, done,
                                                   finish, queue)) for role in ("A", "B")]
     for p in procs:
         p.start()
