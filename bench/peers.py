@@ -2,7 +2,8 @@
 
     pip install -e '.[bench]'        # langgraph-checkpoint-postgres (mem0 is not used)
     python bench/peers.py [--backend onnx|torch] [--peer-embedder same|default] [--threads 1]
-                          [--rounds 3] [--queries 60] [--scale 100000] [--ingest-only] [--json out.json]
+                          [--rounds 3] [--queries 60] [--scale 100000] [--layouts 200users,oneuser]
+                          [--ingest-only] [--json out.json]
 
 Every system gets the same texts (LoCoMo turns), the same queries (LoCoMo questions),
 the same embedded PostgreSQL server (one database per phase, so no system's tables
@@ -24,8 +25,15 @@ Phases:
 2. ``--scale`` rows (default 100k) as 200 users x 500 rows, then as one user with all of
    them: rows are LoCoMo turns with a row number appended, their vectors the turn's
    vector (by that system's embedder) plus small noise, loaded through each system's own write API with a lookup
-   embedder (the load is not timed: it would only time the lookup); search as above,
-   queries embedded by the real encoder. ``--scale 0`` skips the phase.
+   embedder, 2,000 rows a call; search as above, queries embedded by the real encoder.
+   ``--layouts`` runs one of the two alone; ``--scale 0`` skips the phase. Every system's
+   HNSW indexes are built after its load, as a bulk load would (langchain-postgres
+   through its own ``apply_vector_index``; agentmem's and LangGraph's, which their
+   schema setup creates, dropped before the load and created again from their own
+   definitions, ``pg_get_indexdef``): inserting 100k rows one by one into an HNSW graph
+   took ~14 min per system, the same rows and a build ~1-3 min. The server gets
+   ``maintenance_work_mem`` = 1 GB, so each build runs in memory. The load and build
+   times are printed per system (they include the lookup embedder, a dict read).
 
 The embedder is wrapped to time its calls, so every ingest and search figure comes with
 the part spent in the embedder and the rest (the system's own part: its SQL, its Python,
@@ -104,6 +112,27 @@ class Lookup:
         return np.stack([self.vector(t) for t in texts]) if texts else np.zeros((0, self.dimension), np.float32)
 
 
+def defer_vector_indexes(uri: str, schema: str, tables: Sequence[str] | None = None) -> list[str]:
+    """Drop the HNSW indexes of ``schema`` (of ``tables`` only, if given); return their
+    definitions, to be run again after a bulk load (:func:`build_indexes`)."""
+    with psycopg.connect(uri, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT i.indexname, pg_get_indexdef(c.oid) FROM pg_indexes i"
+            " JOIN pg_class c ON c.relname = i.indexname JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " AND n.nspname = i.schemaname"
+            " WHERE i.schemaname = %s AND (%s::text[] IS NULL OR i.tablename = ANY (%s)) AND i.indexdef ILIKE %s",
+            (schema, tables, tables, "% USING hnsw %")).fetchall()
+        for name, _ in found:
+            conn.execute(sql.SQL("DROP INDEX {}.{}").format(sql.Identifier(schema), sql.Identifier(name)))
+    return [d for _, d in found]
+
+
+def build_indexes(uri: str, definitions: Sequence[str]) -> None:
+    with psycopg.connect(uri, autocommit=True) as conn:
+        for d in definitions:
+            conn.execute(d)  # pg_get_indexdef's own text: the index exactly as the system defined it
+
+
 def lc_embeddings(encoder: Any) -> Any:
     from langchain_core.embeddings import Embeddings
 
@@ -125,6 +154,8 @@ class Agentmem:
         self.encoder = encoder
         self.mm = MemoryManager.open(settings, embedder=encoder)
         self.bulk = MemoryManager.open(settings, embedder=lookup) if lookup is not None else None
+        self.uri = uri
+        self.deferred = defer_vector_indexes(uri, "agentmem") if lookup is not None else []
 
     def ingest(self, user: str, turns: Sequence[tuple[str, str]]) -> None:
         self.mm.write_messages([{"role": r, "content": c} for r, c in turns], user_id=user, thread_id="t")
@@ -136,8 +167,8 @@ class Agentmem:
             self.bulk.write_messages([{"role": "user", "content": c} for c in chunk], user_id=user, thread_id="t")
             self.bulk.write_knowledge_batch([{"content": c} for c in chunk], user_id=user)
 
-    def after_load(self) -> None:  # agentmem keeps its indexes up to date as it writes
-        pass
+    def after_load(self) -> None:
+        build_indexes(self.uri, self.deferred)
 
     def searches(self) -> dict[str, Callable[[str, str], Any]]:
         return {"agentmem search_memory": lambda u, q: self.mm.search_memory(q, user_id=u, k=K),
@@ -209,6 +240,8 @@ class LangGraph:
         self.conn, self.store = store(encoder)
         self.store.setup()
         self.bulk_conn, self.bulk = store(lookup) if lookup is not None else (None, None)
+        self.uri = uri
+        self.deferred = defer_vector_indexes(uri, "public", ["store_vectors"]) if lookup is not None else []
 
     def _put(self, store: Any, user: str, texts: Sequence[str]) -> None:
         from langgraph.store.base import PutOp
@@ -222,8 +255,8 @@ class LangGraph:
         for i in range(0, len(texts), 2000):
             self._put(self.bulk, user, texts[i:i + 2000])
 
-    def after_load(self) -> None:  # PostgresStore.setup() creates its vector index; it is kept up to date
-        pass
+    def after_load(self) -> None:  # the vector index PostgresStore.setup() created, as it defined it
+        build_indexes(self.uri, self.deferred)
 
     def searches(self) -> dict[str, Callable[[str, str], Any]]:
         return {"LangGraph PostgresStore search": lambda u, q: self.store.search(("users", u), query=q, limit=K)}
@@ -364,9 +397,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--queries", type=int, default=60, help="queries per system and round")
     ap.add_argument("--scale", type=int, default=100_000, help="rows of the scale phase (0: skip it)")
+    ap.add_argument("--layouts", default="200users,oneuser",
+                    help="the scale phase's layouts, comma-separated: 200users (200 x scale/200 rows), oneuser")
     ap.add_argument("--ingest-only", action="store_true", help="the LoCoMo ingest rounds only, no search phase")
     ap.add_argument("--json")
     args = ap.parse_args()
+    known = {"200users": ("200 users", 200), "oneuser": ("one user", 1)}
+    layouts = [known[x] for x in args.layouts.split(",") if x in known]
+    if not layouts or len(layouts) != len(args.layouts.split(",")):
+        ap.error(f"--layouts: a comma-separated choice of {', '.join(known)}")
 
     def onnx() -> Any:
         return Timed(OnnxMiniLMEmbedder(default_cache_dir(), threads=args.threads))
@@ -392,7 +431,7 @@ def main() -> None:
     result: dict[str, Any] = {"configuration": label, "threads": args.threads}
     log(f"{label}; {args.threads} thread(s), {len(texts)} turns, {len(questions)} questions")
 
-    with embedded_server() as uri:
+    with embedded_server({"maintenance_work_mem": "1GB"}) as uri:
         # Phase 1: LoCoMo size.
         db = new_database(uri, "p_locomo")
         systems = [cls(db, mine if cls is Agentmem else peer, None) for cls in SYSTEMS]
@@ -430,19 +469,29 @@ def main() -> None:
                     v = turn_vecs[i % len(texts)] + 0.1 * noise[i] / np.sqrt(mine.dimension)
                     gen[text] = v / np.linalg.norm(v)
                 lookups[backend] = Lookup(enc, gen)
-            for layout, users in (("200 users", 200), ("one user", 1)):
+            for layout, users in layouts:
                 db = new_database(uri, "p_" + layout.replace(" ", "_"))
                 systems = []
                 for cls in SYSTEMS:
                     enc = mine if cls is Agentmem else peer
                     systems.append(cls(db, enc, lookups[enc.backend]))
                 per = args.scale // users
+                loads = []
                 for sys_ in systems:
                     t0 = time.perf_counter()
                     for u in range(users):
                         sys_.load(f"u{u:03d}", rows[u * per:(u + 1) * per])
+                    t1 = time.perf_counter()
                     sys_.after_load()
-                    log(f"{layout}: loaded {args.scale} rows into {sys_.label} in {time.perf_counter() - t0:.0f} s")
+                    t2 = time.perf_counter()
+                    loads.append([sys_.label, f"{t1 - t0:.0f}", f"{t2 - t1:.0f}", f"{t2 - t0:.0f}"])
+                    log(f"{layout}: loaded {args.scale} rows into {sys_.label} in {t1 - t0:.0f} s, "
+                        f"indexes built in {t2 - t1:.0f} s")
+                print_table(f"[{label}] {args.scale} rows, {layout}: load s (each system's write API, 2,000 rows a "
+                            f"call; agentmem writes every row twice: a message and a knowledge row), then the "
+                            f"HNSW builds; load average now {environment()['loadavg_at_end']}",
+                            ["system", "load s", "index build s", "total s"], loads)
+                result[f"load_{layout}"] = loads
                 with psycopg.connect(db, autocommit=True) as conn:
                     conn.execute("VACUUM ANALYZE")
                 asks = [(f"u{rng.randrange(users):03d}", q.text) for q in rng.sample(questions, args.queries)]
