@@ -42,13 +42,15 @@ USER_TABLES: dict[str, tuple[str, str, str]] = {
                       "ARRAY[%(me)s, 'notes'], 'note', 'planted', (SELECT embedding FROM store_vectors LIMIT 1)",
                       "field_path"),
     "conversational_stats": ("messages", "1", "messages"),
+    "knowledge_stats": ("slot, passages", "15, 1", "passages"),
 }
 #: The value an UPDATE sets, where the plain text 'planted' is not of the column's type.
 UPDATE_VALUES = {"conversational_context": "to_tsvector('planted')", "store_memory": "to_jsonb('planted'::text)",
-                 "conversational_stats": "messages + 1",
+                 "conversational_stats": "messages + 1", "knowledge_stats": "passages + 1",
                  "knowledge_terms": "term || 'planted'"}  # keys stay distinct
-#: A table with one row per user (her count, migration 012): her row goes first, so her INSERT can succeed.
-FREE_FIRST = {"conversational_stats": "DELETE FROM conversational_stats WHERE user_id = %(me)s"}
+#: A table with one row per user and key (her counts, migrations 012, 014): her rows go first, so her INSERT can succeed.
+FREE_FIRST = {"conversational_stats": "DELETE FROM conversational_stats WHERE user_id = %(me)s",
+              "knowledge_stats": "DELETE FROM knowledge_stats WHERE user_id = %(me)s"}
 SHARED_TABLES = {"toolbox_memory": "description", "shared_workflow_memory": "description"}
 BOOKKEEPING = {"schema_migrations": "name", "agentmem_meta": "value", "agentmem_tables": "kind"}
 VIEWS = ("consolidation_status", "summary_lineage", "table_sizes", "memory_growth", "fact_history")

@@ -59,6 +59,9 @@ SHARD_LOCAL_TRIGGER_FUNCTIONS = frozenset({
     # migration 013: a loop over the writing statement's users, each statement naming one
     "knowledge_terms_after_insert", "knowledge_terms_after_delete", "knowledge_terms_after_update",
     "knowledge_terms_after_truncate",
+    # migration 014: the same loop, each statement naming one user's count rows
+    "knowledge_stats_after_insert", "knowledge_stats_after_delete", "knowledge_stats_after_move",
+    "knowledge_stats_after_truncate",
 })
 
 SCRIPT = "citus_distribute.sql"

@@ -19,7 +19,9 @@ under the filter (counted up to ``Settings.similar_exact_max_rows`` + 1):
   frequencies exact below that bound and estimated from a sample above it), scored by the
   same formula. A word's rows come from the gin index (any table and filter), or, for
   ``read_knowledge``, from the postings of migration 013 (``knowledge_terms``: user, word,
-  passage), read index-only within the user's key range.
+  passage), read index-only within the user's key range; its number of rows (the shape's
+  switch and the IDFs' ``N``) is then the user's count kept on write (migration 014,
+  ``knowledge_stats``), not counted per read.
 
 Each candidate, whichever half found it, comes back with both signals computed for it,
 fused by :func:`memory.retrieval.fusion.fuse` into an absolute score, ``vector +
@@ -188,7 +190,9 @@ class Table:
         a common one a bounded sample. A word's document frequency is the number
         of rows it brought when below that bound, else estimated from the first
         ``search_sample_rows`` rows under ``where``, among ``N`` rows counted up to
-        :data:`DOC_COUNT_CAP`; the rows having every common word of the query (the gin
+        :data:`DOC_COUNT_CAP` (with postings and ``where`` the user's rows: ``N``, and the
+        number of rows that picks the shape, are the user's count kept on write,
+        :data:`POSTINGS_COUNTS`); the rows having every common word of the query (the gin
         index intersects their lists) join the candidates. The rows the words brought
         are pre-ranked by the summed IDF of those words and the best ``4 x pool`` get
         the exact keyword signal. In both shapes the best ``pool`` by keyword signal and
@@ -297,6 +301,12 @@ EXACT_CTES = (
 #: estimated from ``%(sample)s`` rows under the filter (``sample``, read only then).
 _N_CTE = " n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {tbl} WHERE %(hybrid)s AND ({where}) LIMIT %(n_cap)s) s),"
 
+#: With postings, where the filter is the user's rows: ``n`` and ``size`` are the user's count
+#: kept on write (``{stats}``: user_id, slot, passages; migration 014), the sum of its slots,
+#: read from the primary key instead of counting the user's rows.
+_STATS_N_CTE = " n AS (SELECT n FROM size),"
+_STATS_SIZE_CTE = " size AS (SELECT coalesce(sum(passages), 0) AS n FROM {stats} WHERE user_id = %(uid)s)"
+
 #: Each word's rows from the gin index (``hits``, at most ``%(cap)s`` a word, read from the
 #: heap) and a common word's document frequency estimated from ``%(sample)s`` rows read.
 _GIN_WORDS = (
@@ -305,8 +315,8 @@ _GIN_WORDS = (
     " sample AS MATERIALIZED (SELECT search_tsv AS tsv FROM {tbl} WHERE ({where}) ORDER BY {key} LIMIT %(sample)s),"
     " dfs AS (SELECT ord, count(*) AS df FROM hits GROUP BY ord),"
     " idf AS (SELECT lex.ord, lex.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf"
-    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT CASE WHEN h.df < %(cap)s THEN h.df::numeric"
-    "     ELSE greatest(%(cap)s, n.n * (SELECT count(*) FROM sample WHERE sample.tsv @@ lex.tq)::numeric"
+    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT CASE WHEN h.df < %(cap)s THEN h.df::float8"
+    "     ELSE greatest(%(cap)s, n.n * (SELECT count(*) FROM sample WHERE sample.tsv @@ lex.tq)::float8"
     "                            / greatest((SELECT count(*) FROM sample), 1)) END AS df"
     "     FROM (SELECT coalesce(max(dfs.df), 0) AS df FROM dfs WHERE dfs.ord = lex.ord) h) d),"
 )
@@ -324,9 +334,9 @@ _POSTINGS_WORDS = (
     "   OFFSET greatest(least(%(sample)s, n.n) - 1, 0) LIMIT 1) AS b FROM n),"
     " dfs AS (SELECT ord, count(*) AS df FROM hits GROUP BY ord),"
     " idf AS (SELECT lex.ord, lex.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf"
-    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT CASE WHEN h.df < %(cap)s THEN h.df::numeric"
+    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT CASE WHEN h.df < %(cap)s THEN h.df::float8"
     "     ELSE greatest(%(cap)s, n.n * (SELECT count(*) FROM {post} p WHERE p.user_id = %(uid)s"
-    "       AND p.term = lex.term AND p.{key} <= (SELECT b FROM bound))::numeric"
+    "       AND p.term = lex.term AND p.{key} <= (SELECT b FROM bound))::float8"
     "       / greatest((SELECT s FROM bound), 1)) END AS df"
     "     FROM (SELECT coalesce(max(dfs.df), 0) AS df FROM dfs WHERE dfs.ord = lex.ord) h) d),"
 )
@@ -357,6 +367,13 @@ _KEYWORD_REST = (
 
 KEYWORD_CTES = _N_CTE + _GIN_WORDS + _KEYWORD_REST
 POSTINGS_KEYWORD_CTES = _N_CTE + _POSTINGS_WORDS + _KEYWORD_REST
+STATS_KEYWORD_CTES = _STATS_N_CTE + _POSTINGS_WORDS + _KEYWORD_REST
+
+#: The per-user count table kept beside each postings table (migration 014).
+POSTINGS_COUNTS = {"knowledge_terms": "knowledge_stats"}
+
+#: The filter with which the postings path reads the user's count instead of counting rows.
+USER_ROWS = "user_id = %(uid)s"
 
 # Every candidate of either half with both signals (its distance and keyword signal),
 # closest first (fused in Python); only the branch of the shape chosen by ``size`` runs.
@@ -368,10 +385,10 @@ _SIMILAR_SELECT = (
     " WHERE ({where}) AND (SELECT n FROM size) {cmp} %(switch)s"
 )
 
-def _similar_text(keyword_ctes: str) -> str:
+def _similar_text(keyword_ctes: str, size_cte: str = _SIZE_CTE) -> str:
     return ("WITH " + TERMS_CTE + ","
             " lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq, term FROM terms WHERE %(hybrid)s),"
-            + _SIZE_CTE + "," + EXACT_CTES + "," + keyword_ctes + ","
+            + size_cte + "," + EXACT_CTES + "," + keyword_ctes + ","
             " i_cand AS (SELECT key FROM vec UNION SELECT key FROM kw)"
             + _SIMILAR_SELECT.replace("{cand}", "e_cand").replace("{idf}", "e_idf").replace("{den}", "e_den")
             .replace("{cmp}", "<=")
@@ -383,6 +400,7 @@ def _similar_text(keyword_ctes: str) -> str:
 
 _SIMILAR = _similar_text(KEYWORD_CTES)
 _SIMILAR_POSTINGS = _similar_text(POSTINGS_KEYWORD_CTES)
+_SIMILAR_STATS = _similar_text(STATS_KEYWORD_CTES, _STATS_SIZE_CTE)
 
 
 def _hit(row_cls: type[T], row: dict[str, Any], weights: dict[str, float]) -> Hit[T]:
@@ -408,6 +426,9 @@ def _similar_statement(table: str, where: sql.Composable, columns: sql.Composabl
     names = dict(key=sql.Identifier(key_name(table)), tbl=sql.Identifier(table), where=where, cols=columns)
     if postings is None:
         return sql.SQL(_SIMILAR).format(**names)  # a constant; values are bound
+    if where.as_string() == USER_ROWS and postings in POSTINGS_COUNTS:
+        return sql.SQL(_SIMILAR_STATS).format(post=sql.Identifier(postings),
+                                              stats=sql.Identifier(POSTINGS_COUNTS[postings]), **names)
     return sql.SQL(_SIMILAR_POSTINGS).format(post=sql.Identifier(postings), **names)
 
 

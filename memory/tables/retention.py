@@ -70,10 +70,12 @@ def _foreign_keys(conn: psycopg.Connection, schema: str) -> list[ForeignKey]:
 
 
 #: Tables that triggers fill from another table's rows, with no foreign key between them
-#: (migration 013: a passage's words), as (derived, source) pairs: ``forget_user`` deletes
-#: the derived table first, so each count is the rows that table held.
+#: (migration 013: a passage's words; 014: the user's passage count), as (derived, source)
+#: pairs: ``forget_user`` deletes the derived table first, so each count is the rows that
+#: table held (and a count row is not written back by the source's delete trigger).
 DERIVED_TABLES: tuple[ForeignKey, ...] = (
     ("knowledge_terms", "knowledge_memory", "a", ("user_id", "id"), ("user_id", "id"), 2),
+    ("knowledge_stats", "knowledge_memory", "a", ("user_id",), ("user_id",), 1),
 )
 
 
