@@ -1,0 +1,101 @@
+"""search_memory's statement for a user last seen above the switch point: the indexed shape alone.
+
+A search reports the user's message count; the next search of a user seen above
+``search_exact_max_rows`` sends a statement without the exact shape's half (cheaper to
+plan), which checks the user's count itself and says so when the history is no longer
+above the switch: the search then runs the switching statement. So the hint decides only
+which statement is sent, never what is found, and one user's hint never touches another's.
+``small_bounds`` makes 12 messages the switch point.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from memory import MemoryManager
+from memory.retrieval.embeddings import HashEmbedder
+from memory.settings import Settings
+
+TURNS = [
+    "My sister Ingrid moved to Tromso last spring.",
+    "I'm training for the Bergen marathon in June.",
+    "Our cat Miso hates the vacuum cleaner.",
+    "The export job EXP-2291 failed with disk quota exceeded.",
+    "Ingrid says the northern lights in Tromso are unreal.",
+    "My marathon pace goal is 5:10 per kilometre.",
+]
+QUERIES = ["where does Ingrid live", "marathon pace", "what did the cat do"]
+
+
+@pytest.fixture
+def one_conn(settings: Settings) -> Iterator[MemoryManager]:
+    """Tiny bounds (switch at 12 messages) and one pooled connection, whose prepared statements we can list."""
+    mm = MemoryManager.open(settings.with_(search_exact_max_rows=12, search_term_candidates=4, search_sample_rows=20,
+                                           pool_min_size=1, pool_max_size=1), embedder=HashEmbedder())
+    yield mm
+    mm.close()
+
+
+def write(mm: MemoryManager, user: str, n: int) -> list[int]:
+    msgs = [dict(role="user" if i % 2 == 0 else "assistant", content=f"{TURNS[i % len(TURNS)]} ({i})")
+            for i in range(n)]
+    return [m.id for m in mm.write_messages(msgs, user_id=user, thread_id="t")]
+
+
+def indexed_only_runs(mm: MemoryManager) -> int:
+    """How many times the pooled connection ran the indexed-only statement (the one with the 'small' row)."""
+    with mm.db.pool.connection() as conn:
+        row = conn.execute("SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements"
+                           " WHERE statement LIKE 'WITH terms AS%%' AND statement LIKE %s", ("%SELECT 'small'%",)
+                           ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def found(hits: list) -> list[tuple[str, float]]:
+    return [(h.item.id, round(h.score, 9)) for h in hits]
+
+
+def test_a_large_history_is_searched_by_the_indexed_only_statement_with_the_same_hits(one_conn: MemoryManager,
+                                                                                      user: str) -> None:
+    mm = one_conn
+    write(mm, user, 30)
+    first = found(mm.search_memory(QUERIES[0], user_id=user, k=8))  # unseen: the switching statement
+    assert indexed_only_runs(mm) == 0
+    again = {q: found(mm.search_memory(q, user_id=user, k=8)) for q in QUERIES}
+    assert indexed_only_runs(mm) == len(QUERIES)
+    assert again[QUERIES[0]] == first and all(again.values())
+    assert again == {q: found(mm.search_memory(q, user_id=user, k=8, shape="indexed")) for q in QUERIES}
+
+
+def test_a_history_fallen_under_the_switch_since_the_last_search_is_searched_exactly(one_conn: MemoryManager,
+                                                                                     user: str) -> None:
+    mm = one_conn
+    ids = write(mm, user, 30)
+    mm.search_memory("warm-up", user_id=user)  # seen with 30 messages
+    with psycopg.connect(mm.db.conninfo, autocommit=True) as conn:  # the owner drops all but 8 of them
+        conn.execute(psycopg.sql.SQL("DELETE FROM {} WHERE user_id = %s AND id > %s").format(
+            psycopg.sql.Identifier(mm.db.schema, "conversational_memory")), (user, ids[7]))
+    for q in QUERIES:
+        hits = mm.search_memory(q, user_id=user, k=8)
+        assert hits and found(hits) == found(mm.search_memory(q, user_id=user, k=8, shape="exact")), q
+        assert {h.item.message_id for h in hits} <= set(ids[:8])
+    assert indexed_only_runs(mm) >= 1  # it was sent, said the user is small now, and the search ran again
+
+
+def test_one_users_large_history_never_changes_another_users_search(one_conn: MemoryManager, user: str) -> None:
+    mm = one_conn
+    big_ids = set(write(mm, user, 30))
+    mm.search_memory("warm-up", user_id=user)
+    other = f"small-{uuid.uuid4().hex[:8]}"
+    small_ids = set(write(mm, other, 8))
+    for q in QUERIES:
+        assert found(mm.search_memory(q, user_id=user, k=8)) == found(mm.search_memory(q, user_id=user, k=8,
+                                                                                        shape="indexed"))
+        hits = mm.search_memory(q, user_id=other, k=8)
+        assert hits and {h.item.message_id for h in hits} <= small_ids
+        assert found(hits) == found(mm.search_memory(q, user_id=other, k=8, shape="exact"))
+        assert {h.item.message_id for h in mm.search_memory(q, user_id=user, k=8)} <= big_ids
