@@ -250,7 +250,8 @@ me_kw AS (SELECT jsonb_object_agg(key::text, ks::text) AS ks FROM me_kw_rows)"""
 #   frequency; every other word the sample's estimate (at least ``cap`` when looked up);
 # * the looked-up rows are pre-ranked by the summed IDF of the words that brought them,
 #   and the best ``prepool`` of them plus the vector candidates get the keyword score of
-#   the exact shape (same IDF coverage formula over the window).
+#   the exact shape (same IDF coverage formula over the window). The IDFs are float8 once
+#   computed (numeric sums over a thousand looked-up rows were a tenth of the statement).
 #   With a thread or time filter (``filtered``) the pre-ranked rows are filtered first.
 _MSG_INDEXED = """,
 mi_n AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS n),
@@ -270,7 +271,7 @@ mi_hits AS (
     WHERE e.looked
 ),
 mi_idf AS MATERIALIZED (
-    SELECT e.ord, e.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
+    SELECT e.ord, e.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5))::float8 AS idf
     FROM mi_est e CROSS JOIN mi_n n CROSS JOIN mi_m CROSS JOIN LATERAL (
         SELECT CASE WHEN e.looked AND h.n < %(cap)s THEN h.n::numeric
                     ELSE greatest(CASE WHEN e.looked THEN %(cap)s ELSE 1 END,
@@ -336,10 +337,11 @@ WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE d IS NOT NULL OR
 _MSG_EXACT_ORDER = """
 ORDER BY r.thread_id COLLATE "C", r.created_at, r.key"""
 
-# The indexed shape finds a candidate's neighbours through the thread index.
+# The indexed shape finds a candidate's neighbours through the thread index; an empty metadata
+# comes back as NULL, as in the exact shape.
 _MSG_INDEXED_SELECT = """
 SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
-       NULL::timestamptz AS t0, NULL::timestamptz AS t1, m.metadata,
+       NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata,
        coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, coalesce(kw.ks, 0) AS ks,
        prev.id AS prev_id, nxt.id AS next_id,
        NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
