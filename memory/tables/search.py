@@ -193,37 +193,46 @@ _M_SCOPE = ("m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(t
             " AND (m.created_at >= %(since)s OR %(since)s::timestamptz IS NULL)")
 _M_LIVE = "(m.expires_at IS NULL OR m.expires_at > now())"
 _M_WHERE = _M_SCOPE + " AND " + _M_LIVE
+#: The same in two parts: the user and thread (``_M_THREAD``), and the time and expiry filters.
+_M_THREAD = "m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(tid)s)"
+_M_FILTERS = ("(m.created_at < %(until)s OR %(until)s::timestamptz IS NULL)"
+              " AND (m.created_at >= %(since)s OR %(since)s::timestamptz IS NULL) AND " + _M_LIVE)
 
-# The user's messages are read once (``me_rows``: the columns a hit shows, the distance
-# to the query and the keyword window), and counted, keyword-scored and vector-ranked
-# from that one read; no candidate's row is read again. Each query word is matched
-# against each row's window once (``me_match``: the rows holding it, and whether in the
-# window's own part, weight A), and the document frequencies, IDFs and keyword scores
-# all come from those matches. A row's keyword score sums, in word order, the IDF of
+# The user's messages (of the thread, when the search has one) are read once (``me_rows``:
+# the columns a hit shows, the distance to the query, the keyword window, and the turns
+# just before and after each in its thread, by ``lag``/``lead`` over the thread order), and
+# counted, keyword-scored and vector-ranked from that one read; no row is read again. The
+# neighbours are taken over every row of the thread, as a lookup through the thread index
+# would find them; ``live`` says whether a row is under the time and expiry filters, and
+# only those are counted, matched and ranked (a neighbour outside the filters is never a
+# candidate, so it weighs nothing in the ranking). Each query word is matched against each
+# row's window once (``me_match``: the rows holding it, and whether in the window's own
+# part, weight A), and the document frequencies (one grouped count), IDFs and keyword
+# scores all come from those matches. A row's keyword score sums, in word order, the IDF of
 # each query word its window holds, at full weight in its own part and ``nw`` in the
 # turns before it, over one denominator (``me_den``, computed once: numeric ``ln`` is
 # costly); the rows find their scores in one jsonb object (``me_kw``, the exact float8 as
 # text) rather than by a join, which the planner, blind to a CTE's size, may run as a
-# nested loop over every match. Only the candidates (the ``pool`` nearest and the
-# ``pool`` best by keyword) look their scores up and find the turns just before and after
-# them in their thread, through the thread index (a neighbour outside a time filter is
-# never a candidate, so it weighs nothing in the ranking, as before); they come out in
-# thread order, the order the ranking breaks ties by.
+# nested loop over every match. The candidates (the ``pool`` nearest and the ``pool`` best
+# by keyword) come out in thread order, the order the ranking breaks ties by.
 _MSG_EXACT = """,
 me_rows AS MATERIALIZED (
     SELECT m.id AS key, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata,
-           m.embedding <=> %(qvec)s AS d, c.context_tsv AS tsv
+           m.embedding <=> %(qvec)s AS d, c.context_tsv AS tsv,
+           lag(m.id) OVER w AS prev_id, lead(m.id) OVER w AS next_id,
+           coalesce(""" + _M_FILTERS + """, false) AS live
     FROM conversational_memory m
     LEFT JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id
-    WHERE """ + _M_WHERE + """),
-me_total AS (SELECT count(tsv) AS n FROM me_rows),
+    WHERE """ + _M_THREAD + """
+    WINDOW w AS (PARTITION BY m.thread_id ORDER BY m.created_at, m.id)),
+me_total AS (SELECT count(tsv) AS n FROM me_rows WHERE live),
 me_match AS MATERIALIZED (
-    SELECT r.key, lex.ord, r.tsv @@ lex.tq_a AS own FROM me_rows r JOIN lex ON r.tsv @@ lex.tq
+    SELECT r.key, lex.ord, r.tsv @@ lex.tq_a AS own FROM me_rows r JOIN lex ON r.live AND r.tsv @@ lex.tq
 ),
+me_df AS (SELECT ord, count(*) AS df FROM me_match GROUP BY ord),
 me_idf AS MATERIALIZED (
-    SELECT lex.ord, d.idf, d.idf::float8 AS idf8 FROM lex CROSS JOIN LATERAL (
-        SELECT ln(1 + ((SELECT n FROM me_total) - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-        FROM me_match WHERE me_match.ord = lex.ord) d
+    SELECT lex.ord, d.idf, d.idf::float8 AS idf8 FROM lex LEFT JOIN me_df ON me_df.ord = lex.ord CROSS JOIN LATERAL (
+        SELECT ln(1 + ((SELECT n FROM me_total) - coalesce(me_df.df, 0) + 0.5) / (coalesce(me_df.df, 0) + 0.5)) AS idf) d
 ),
 me_den AS (
     SELECT nullif(greatest((SELECT sum(idf) FROM me_idf),
@@ -320,16 +329,10 @@ SELECT 'message' AS kind, r.key::text AS id, r.content, r.created_at, r.thread_i
        NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(r.metadata, '{}') AS metadata,
        coalesce(1 - r.d, 0) AS vs,
        coalesce(((SELECT ks FROM me_kw) ->> r.key::text)::float8, 0) AS ks,
-       prev.id AS prev_id, nxt.id AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
+       r.prev_id, r.next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
        NULL::bigint AS n_covered, coalesce(r.name = ANY (%(speakers)s::text[]), false) AS spk
 FROM me_rows r
-LEFT JOIN LATERAL (SELECT p.id FROM conversational_memory p
-    WHERE p.user_id = %(uid)s AND p.thread_id = r.thread_id AND (p.created_at, p.id) < (r.created_at, r.key)
-    ORDER BY p.created_at DESC, p.id DESC LIMIT 1) prev ON true
-LEFT JOIN LATERAL (SELECT q.id FROM conversational_memory q
-    WHERE q.user_id = %(uid)s AND q.thread_id = r.thread_id AND (q.created_at, q.id) > (r.created_at, r.key)
-    ORDER BY q.created_at, q.id LIMIT 1) nxt ON true
-WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE d IS NOT NULL ORDER BY d, key LIMIT %(pool)s) v)
+WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE live AND d IS NOT NULL ORDER BY d, key LIMIT %(pool)s) v)
        OR r.key IN (SELECT key FROM (SELECT key FROM me_kw_rows WHERE ks IS NOT NULL
                                      ORDER BY ks DESC, key LIMIT %(pool)s) k))"""
 
