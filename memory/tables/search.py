@@ -863,25 +863,28 @@ def _order(found: Sequence[_Candidate], method: str, w: SearchWeights, query: st
             c.score = c.keyword + time_bonus(c)
         out = [c for c in out if c.keyword > 0]
     elif w.fusion == "linear":
-        # the one fusion of every reader (memory.retrieval.fusion), with this reader's signals
-        weights = {"vector": 1.0, "keyword": w.keyword_weight, "speaker": w.speaker_weight, "time": w.time_boost}
-        own = {}
-        for c in out:
-            own[key(c)] = fuse({"vector": c.vector, "keyword": c.keyword, "speaker": c.signals.get("speaker", 0.0),
-                                "time": 1.0 if c.in_range else 0.0}, weights)
+        # The one fusion of every reader (memory.retrieval.fusion.fuse: the weighted sum of the
+        # signals vector, keyword, speaker, time, in that order) written out, as it runs for
+        # every candidate of every search; the same sums, so the same floats.
+        kw_w, sp_w, tb = w.keyword_weight, w.speaker_weight, w.time_boost
+        own = [c.vector + kw_w * c.keyword + sp_w * c.signals.get("speaker", 0.0) + tb * (1.0 if c.in_range else 0.0)
+               for c in out]
+        by_id: dict[int, float] = {}
         best: dict[str, list[float]] = {}
-        for c in out:
-            if c.item.kind == "message" and c.item.thread_id is not None:
-                best.setdefault(c.item.thread_id, []).append(own[key(c)])
-        thread_mean = {t: sum(sorted(v, reverse=True)[:3]) / min(len(v), 3) for t, v in best.items()}
-        for c in out:
-            score = own[key(c)]
+        for c, o in zip(out, own, strict=True):
             if c.item.kind == "message":
-                around = [own[("message", str(i))] for i in (c.prev_id, c.next_id)
-                          if i is not None and ("message", str(i)) in own]
-                neighbour = w.adjacent_weight * max(around, default=0.0)
-                thread = w.thread_weight * thread_mean.get(c.item.thread_id or "", 0.0)
-                c.signals.update(neighbour=neighbour, thread=thread)
+                by_id[int(c.item.id)] = o
+                if c.item.thread_id is not None:
+                    best.setdefault(c.item.thread_id, []).append(o)
+        thread_mean = {t: sum(sorted(v, reverse=True)[:3]) / min(len(v), 3) for t, v in best.items()}
+        aw, tw = w.adjacent_weight, w.thread_weight
+        for c, score in zip(out, own, strict=True):
+            if c.item.kind == "message":
+                around = [by_id[i] for i in (c.prev_id, c.next_id) if i in by_id]
+                neighbour = aw * max(around, default=0.0)
+                thread = tw * thread_mean.get(c.item.thread_id or "", 0.0)
+                c.signals["neighbour"] = neighbour
+                c.signals["thread"] = thread
                 score += neighbour + thread
             c.score = score
         if w.feedback_weight:
