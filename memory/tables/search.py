@@ -198,36 +198,39 @@ _M_THREAD = "m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(t
 _M_FILTERS = ("(m.created_at < %(until)s OR %(until)s::timestamptz IS NULL)"
               " AND (m.created_at >= %(since)s OR %(since)s::timestamptz IS NULL) AND " + _M_LIVE)
 
-# The user's messages (of the thread, when the search has one) are read once (``me_rows``:
-# the columns a hit shows, the distance to the query, the keyword window, and the turns
-# just before and after each in its thread, by ``lag``/``lead`` over the thread order), and
-# counted, keyword-scored and vector-ranked from that one read; no row is read again. The
+# The user's messages (of the thread, when the search has one) are read once, narrow
+# (``me_rows``: id, thread, time, the distance to the query, and the turns just before and
+# after each in its thread, by ``lag``/``lead`` over the thread order; the distance is
+# computed below the window's sort, so the sort moves ids and numbers, not vectors). The
 # neighbours are taken over every row of the thread, as a lookup through the thread index
 # would find them; ``live`` says whether a row is under the time and expiry filters, and
 # only those are counted, matched and ranked (a neighbour outside the filters is never a
-# candidate, so it weighs nothing in the ranking). Each query word is matched against each
-# row's window once (``me_match``: the rows holding it, and whether in the window's own
-# part, weight A), and the document frequencies (one grouped count), IDFs and keyword
-# scores all come from those matches. A row's keyword score sums, in word order, the IDF of
-# each query word its window holds, at full weight in its own part and ``nw`` in the
-# turns before it, over one denominator (``me_den``, computed once: numeric ``ln`` is
-# costly); the rows find their scores in one jsonb object (``me_kw``, the exact float8 as
-# text) rather than by a join, which the planner, blind to a CTE's size, may run as a
-# nested loop over every match. The candidates (the ``pool`` nearest and the ``pool`` best
-# by keyword) come out in thread order, the order the ranking breaks ties by.
+# candidate, so it weighs nothing in the ranking). The live rows' keyword windows are read
+# once (``me_ctx``), each query word is matched against each window once (``me_match``:
+# the rows holding it, and whether in the window's own part, weight A), and the document
+# frequencies (one grouped count), IDFs and keyword scores all come from those matches. A
+# row's keyword score sums, in word order, the IDF of each query word its window holds, at
+# full weight in its own part and ``nw`` in the turns before it, over one denominator
+# (``me_den``, computed once: numeric ``ln`` is costly); the rows find their scores in one
+# jsonb object (``me_kw``, the exact float8 as text) rather than by a join, which the
+# planner, blind to a CTE's size, may run as a nested loop over every match. Only the
+# candidates (the ``pool`` nearest and the ``pool`` best by keyword) read the columns a hit
+# shows (content, role, name, metadata: by primary key), and come out in thread order, the
+# order the ranking breaks ties by.
 _MSG_EXACT = """,
 me_rows AS MATERIALIZED (
-    SELECT m.id AS key, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata,
-           m.embedding <=> %(qvec)s AS d, c.context_tsv AS tsv,
-           lag(m.id) OVER w AS prev_id, lead(m.id) OVER w AS next_id,
-           coalesce(""" + _M_FILTERS + """, false) AS live
-    FROM conversational_memory m
-    LEFT JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id
-    WHERE """ + _M_THREAD + """
-    WINDOW w AS (PARTITION BY m.thread_id ORDER BY m.created_at, m.id)),
-me_total AS (SELECT count(tsv) AS n FROM me_rows WHERE live),
+    SELECT m.key, m.thread_id, m.created_at, m.d, m.live,
+           lag(m.key) OVER w AS prev_id, lead(m.key) OVER w AS next_id
+    FROM (SELECT m.id AS key, m.thread_id, m.created_at, m.embedding <=> %(qvec)s AS d,
+                 coalesce(""" + _M_FILTERS + """, false) AS live
+          FROM conversational_memory m WHERE """ + _M_THREAD + """ OFFSET 0) m
+    WINDOW w AS (PARTITION BY m.thread_id ORDER BY m.created_at, m.key)),
+me_ctx AS MATERIALIZED (
+    SELECT r.key, c.context_tsv AS tsv FROM me_rows r
+    JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = r.key WHERE r.live),
+me_total AS (SELECT count(*) AS n FROM me_ctx),
 me_match AS MATERIALIZED (
-    SELECT r.key, lex.ord, r.tsv @@ lex.tq_a AS own FROM me_rows r JOIN lex ON r.live AND r.tsv @@ lex.tq
+    SELECT r.key, lex.ord, r.tsv @@ lex.tq_a AS own FROM me_ctx r JOIN lex ON r.tsv @@ lex.tq
 ),
 me_df AS (SELECT ord, count(*) AS df FROM me_match GROUP BY ord),
 me_idf AS MATERIALIZED (
@@ -325,13 +328,13 @@ m_size AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user
 # mentions (``speakers``, found in Python among the user's speaker names). A message's
 # empty metadata comes back as NULL (read as ``{}``): no JSON to parse per row.
 _MSG_EXACT_SELECT = """
-SELECT 'message' AS kind, r.key::text AS id, r.content, r.created_at, r.thread_id, r.summary_id, r.role, r.name,
-       NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(r.metadata, '{}') AS metadata,
+SELECT 'message' AS kind, r.key::text AS id, m.content, r.created_at, r.thread_id, m.summary_id, m.role, m.name,
+       NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata,
        coalesce(1 - r.d, 0) AS vs,
        coalesce(((SELECT ks FROM me_kw) ->> r.key::text)::float8, 0) AS ks,
        r.prev_id, r.next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
-       NULL::bigint AS n_covered, coalesce(r.name = ANY (%(speakers)s::text[]), false) AS spk
-FROM me_rows r
+       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk
+FROM me_rows r JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = r.key
 WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE live AND d IS NOT NULL ORDER BY d, key LIMIT %(pool)s) v)
        OR r.key IN (SELECT key FROM (SELECT key FROM me_kw_rows WHERE ks IS NOT NULL
                                      ORDER BY ks DESC, key LIMIT %(pool)s) k))"""
