@@ -72,7 +72,7 @@ from collections.abc import Iterable, Sequence
 import psycopg
 from psycopg import sql
 
-from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse, fuse_rankings
+from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse_rankings
 from memory.retrieval.feedback import feedback
 from memory.retrieval.hits import Hit
 from memory.store.ops import Call, Op, Sql, numbered, run
@@ -234,8 +234,9 @@ me_match AS MATERIALIZED (
 ),
 me_df AS (SELECT ord, count(*) AS df FROM me_match GROUP BY ord),
 me_idf AS MATERIALIZED (
-    SELECT lex.ord, d.idf, d.idf::float8 AS idf8 FROM lex LEFT JOIN me_df ON me_df.ord = lex.ord CROSS JOIN LATERAL (
-        SELECT ln(1 + ((SELECT n FROM me_total) - coalesce(me_df.df, 0) + 0.5) / (coalesce(me_df.df, 0) + 0.5)) AS idf) d
+    SELECT lex.ord, d.idf, d.idf::float8 AS idf8
+    FROM lex LEFT JOIN me_df ON me_df.ord = lex.ord CROSS JOIN LATERAL (SELECT coalesce(me_df.df, 0) AS df) f
+    CROSS JOIN LATERAL (SELECT ln(1 + ((SELECT n FROM me_total) - f.df + 0.5) / (f.df + 0.5)) AS idf) d
 ),
 me_den AS (
     SELECT nullif(greatest((SELECT sum(idf) FROM me_idf),
@@ -335,7 +336,8 @@ SELECT 'message' AS kind, r.key::text AS id, m.content, r.created_at, r.thread_i
        r.prev_id, r.next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
        NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk
 FROM me_rows r JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = r.key
-WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE live AND d IS NOT NULL ORDER BY d, key LIMIT %(pool)s) v)
+WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE live AND d IS NOT NULL
+                                   ORDER BY d, key LIMIT %(pool)s) v)
        OR r.key IN (SELECT key FROM (SELECT key FROM me_kw_rows WHERE ks IS NOT NULL
                                      ORDER BY ks DESC, key LIMIT %(pool)s) k))"""
 

@@ -1,0 +1,198 @@
+"""Where the time of one ``search_memory(q, k=10)`` goes at LoCoMo size, outside the embedder.
+
+The three LoCoMo conversations of ``../shared/data`` are written as ``bench/peers.py``
+writes them (one user per conversation, turns alternating user/assistant in one thread,
+embedded by the default ONNX int8 MiniLM), then ``--queries`` LoCoMo questions (the same
+sample as ``peers.py``: seed 7) run ``--rounds`` times. Each query's vector is computed
+once beforehand and served from a cache, so every figure is agentmem's own part: the
+whole call, and in it
+
+* ``statement``: the one round trip (``memory.store.ops.execute_last``: BEGIN, settings,
+  the search statement, COMMIT, rows fetched into dicts);
+* ``rows -> candidates`` and ``ranking`` (fusion, neighbours, thread, keyword feedback,
+  hits): the Python after the rows arrive;
+* ``embedding service``: the embedding call around the (cached) model call;
+* ``rest``: validation, time phrases, speakers, the operation driver.
+
+Then EXPLAIN (ANALYZE, BUFFERS) of the search statement for the first query, as it runs
+(the prepared statement's generic plan, which PostgreSQL uses after five runs where the
+user is well inside the exact shape), with each CTE's time.
+
+    python bench/search_memory_profile.py                  # ~1 min
+    python bench/search_memory_profile.py --rounds 5 --explain-all
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import base_parser, bench_embedder, embedded_server, percentiles, print_load, print_table  # noqa: E402
+from _public_data import locomo_questions, locomo_turns  # noqa: E402
+
+from memory import MemoryManager, Settings  # noqa: E402
+from memory.retrieval import embeddings as embeddings_mod  # noqa: E402
+from memory.store import ops  # noqa: E402
+from memory.tables import search as search_mod  # noqa: E402
+
+
+class Cached:
+    """The real encoder, each text embedded once; ``seconds`` is the time spent in it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.cache, self.seconds = inner, {}, 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        t0 = time.perf_counter()
+        missing = [t for t in texts if t not in self.cache]
+        if missing:
+            for t, v in zip(missing, self.inner.embed(missing), strict=True):
+                self.cache[t] = v
+        out = np.stack([self.cache[t] for t in texts])
+        self.seconds += time.perf_counter() - t0
+        return out
+
+
+class Spans:
+    """Time spent in a few functions, per call (wrapped in place)."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list[float]] = {}
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        fn = getattr(owner, name)
+        samples = self.samples.setdefault(label, [])
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                samples.append(time.perf_counter() - t0)
+
+        setattr(owner, name, timed)
+
+
+def literal(value: Any, conn: psycopg.Connection) -> str:
+    if isinstance(value, np.ndarray):
+        return "'[" + ",".join(repr(float(x)) for x in value) + "]'"
+    return sql.Literal(value).as_string(conn)
+
+
+def explain(mm: MemoryManager, captured: dict[str, Any]) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of the captured search statement, prepared as agentmem prepares it."""
+    text, names = captured["stmt"]
+    params = captured["params"][0]
+    values = [params[n] for n in names]
+    with mm.db.connection(params["uid"]) as conn:
+        conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+        cur = psycopg.RawCursor(conn)
+        for _ in range(6):  # past PostgreSQL's five custom plans: the generic one, as in the library
+            cur.execute(text, values, prepare=True)
+            cur.fetchall()
+        row = conn.execute("SELECT name, parameter_types::text[] FROM pg_prepared_statements WHERE statement = %s",
+                           (text,)).fetchone()
+        assert row is not None
+        name, types = row
+        args = ", ".join(f"{literal(v, conn)}::{t}" for v, t in zip(values, types, strict=True))
+        plan = [r[0] for r in conn.execute(f"EXPLAIN (ANALYZE, BUFFERS) EXECUTE {name}({args})").fetchall()]
+    return "\n".join(plan)
+
+
+def cte_times(plan: str) -> list[tuple[str, str, str]]:
+    """(CTE, its top node's actual total ms, rows) from a text plan."""
+    out = []
+    lines = plan.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"\s*CTE (\w+)", line)
+        if m and i + 1 < len(lines):
+            t = re.search(r"actual time=[\d.]+\.\.([\d.]+) rows=([\d.]+)", lines[i + 1])
+            if t:
+                out.append((m.group(1), t.group(1), t.group(2)))
+    return out
+
+
+def main() -> None:
+    ap = base_parser(__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--queries", type=int, default=40)
+    ap.add_argument("--explain-all", action="store_true", help="print the whole plan, not only the CTE times")
+    args = ap.parse_args()
+    turns, questions = locomo_turns(), locomo_questions()
+    convs = sorted({t.conversation for t in turns})
+    with embedded_server() as uri:
+        encoder = Cached(bench_embedder("onnx"))
+        settings = Settings.from_env(database_url=uri, schema="agentmem", embedding_cache_size=0, pool_max_size=2)
+        mm = MemoryManager.open(settings, embedder=encoder)
+        for c in convs:
+            conv = [x for x in turns if x.conversation == c]
+            mm.write_messages([{"role": "user" if i % 2 == 0 else "assistant", "content": t.text}
+                               for i, t in enumerate(conv)], user_id=f"r0-{c}", thread_id="t")
+        asks = [(f"r0-{q.conversation}", q.text) for q in random.Random(7).sample(questions, args.queries)]
+        captured: dict[str, Any] = {}
+        search_rows = search_mod.MemorySearch._search_rows_op
+
+        def capture(self: Any, stmt: Any, params: Any, planning: Any = None) -> Any:
+            captured.setdefault("stmt", stmt)
+            captured.setdefault("params", params)
+            return (yield from search_rows(self, stmt, params, planning))
+
+        search_mod.MemorySearch._search_rows_op = capture  # type: ignore[method-assign]
+        for u, q in asks:  # warm: query vectors cached, statements prepared, speaker names cached
+            mm.search_memory(q, user_id=u, k=10)
+        spans = Spans()
+        spans.wrap(ops, "execute_last", "statement")
+        spans.wrap(search_mod, "_candidate", "rows -> candidates")
+        spans.wrap(search_mod, "_rank", "ranking")
+        spans.wrap(embeddings_mod.EmbeddingService, "embed", "embedding service")
+        total, encoder.seconds = [], 0.0
+        for _ in range(args.rounds):
+            for u, q in asks:
+                e0, t0 = encoder.seconds, time.perf_counter()
+                mm.search_memory(q, user_id=u, k=10)
+                total.append(time.perf_counter() - t0 - (encoder.seconds - e0))
+        n = len(total)
+        rows = [["own part (whole call minus the model)", *percentiles(total).values()]]
+        sums = {label: sum(v) for label, v in spans.samples.items()}
+        for label, v in spans.samples.items():
+            if label == "rows -> candidates":  # one call per candidate row: per search, the sum
+                rows.append([label + " (per search, mean)", float("nan"), float("nan"), 1000 * sums[label] / n, n])
+                continue
+            if label == "embedding service":
+                mean = 1000 * (sums[label] - encoder.seconds) / n
+                rows.append([label + " minus the model (mean)", float("nan"), float("nan"), mean, n])
+                continue
+            rows.append([label, *percentiles(v).values()])
+        accounted = sums["statement"] + sums["rows -> candidates"] + sums["ranking"] + (
+            sums["embedding service"] - encoder.seconds)
+        rows.append(["rest (validation, time phrases, speakers, driver; mean)", float("nan"), float("nan"),
+                     1000 * (sum(total) - accounted) / n, n])
+        print_table(f"search_memory(q, k=10) at LoCoMo size ({len(convs)} users, {len(turns)} turns), "
+                    f"{args.queries} questions x {args.rounds} rounds; ms",
+                    ["part", "p50", "p95", "mean", "n"], rows)
+        plan = explain(mm, captured)
+        mm.close()
+    print(f"\nEXPLAIN (ANALYZE, BUFFERS) of the statement for {asks[0][1]!r} (user {asks[0][0]}):")
+    if args.explain_all:
+        print(plan)
+    else:
+        print_table("CTEs (a CTE's time includes the CTEs it reads first)", ["CTE", "actual ms", "rows"],
+                    cte_times(plan))
+        print("\n".join(line for line in plan.splitlines() if line.startswith(("Planning", "Execution"))))
+    print_load()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""search_memory's exact shape and its ranking, as written out for speed.
+
+The ranking computes the linear fusion inline (not through ``fusion.fuse``) and the exact
+statement finds a message's neighbours with ``lag``/``lead`` over its thread; these tests
+pin that the result is still the documented formula, to the bit, and that the neighbours
+and candidates are those of the whole thread and of the user's live rows. Hash embedder
+(fixture ``mm``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from memory import MemoryManager
+from memory.retrieval.fusion import fuse
+from memory.store.ops import run
+from memory.tables.search import DEFAULT_WEIGHTS
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
+
+TURNS = [
+    ("Ann", "Guess what I found at the flea market last weekend!"),
+    ("Bob", "No idea, tell me."),
+    ("Ann", "An Olympus film camera, it still works."),
+    ("Bob", "Nice! Does the film camera need a battery?"),
+    ("Ann", "Only for the light meter."),
+    ("Bob", "My kids love the beach, we went camping by the sea."),
+    ("Ann", "We went swimming with the kids in the lake."),
+    ("Bob", "Camping with kids is the best."),
+    ("Ann", "The kids built a sand castle at the beach."),
+    ("Bob", "Did you take photos of the castle with the Olympus?"),
+    ("Ann", "Yes, a whole roll of film."),
+    ("Bob", "Send me the photos of the beach."),
+]
+
+
+def write(mm: MemoryManager, user: str, thread: str, start: datetime) -> list[int]:
+    msgs = [dict(role="user", name=name, content=text, created_at=start + timedelta(minutes=i))
+            for i, (name, text) in enumerate(TURNS)]
+    return [m.id for m in mm.write_messages(user_id=user, thread_id=thread, messages=msgs)]
+
+
+def test_a_hits_score_is_the_one_fusion_plus_its_shares_to_the_bit(mm: MemoryManager, user: str,
+                                                                     thread: str) -> None:
+    write(mm, user, thread, NOW - timedelta(days=10))
+    write(mm, user, thread + "-b", NOW - timedelta(days=2))
+    w = DEFAULT_WEIGHTS
+    weights = {"vector": 1.0, "keyword": w.keyword_weight, "speaker": w.speaker_weight, "time": w.time_boost}
+    seen_feedback = seen_neighbour = False
+    for query in ("What did Ann do with the kids at the beach last week?", "Olympus film camera photos"):
+        hits = mm.search_memory(query, user_id=user, k=50, scope="messages", now=NOW, shape="exact")
+        assert len(hits) == 2 * len(TURNS)
+        for h in hits:
+            s = h.signals
+            own = fuse({"vector": s["vector"], "keyword": s["keyword"], "speaker": s["speaker"],
+                        "time": s.get("time", 0.0)}, weights)
+            assert h.score == own + (s["neighbour"] + s["thread"]) + w.feedback_weight * s["feedback"]
+            seen_feedback |= s["feedback"] > 0
+            seen_neighbour |= s["neighbour"] > 0
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert seen_feedback and seen_neighbour  # every part of the formula was exercised
+
+
+def test_neighbours_are_the_threads_adjacent_turns_and_candidates_only_live_rows(
+        mm: MemoryManager, user: str, thread: str) -> None:
+    """Each candidate carries the turns just before and after it in its own thread (in time, then
+    id order), whichever rows the filters keep; an expired row or one outside the time range
+    is a neighbour but never a candidate."""
+    start = NOW - timedelta(days=5)
+    ids = write(mm, user, thread, start)
+    other = write(mm, user, thread + "-b", start + timedelta(seconds=30))  # interleaved in time
+    with mm.db.connection() as conn:
+        conn.execute("UPDATE conversational_memory SET expires_at = now() - interval '1 hour'"
+                     " WHERE user_id = %s AND id = %s", (user, ids[4]))
+    order = {i: (t, n) for t in (ids, other) for n, i in enumerate(t)}
+    cases = [dict(), dict(thread_id=thread), dict(since=start + timedelta(minutes=3)),
+             dict(until=start + timedelta(minutes=8))]
+    for filters in cases:
+        [found] = run(mm.db, mm.memory_search._found_many_op(
+            ["kids beach camera film photos"], user_id=user, k=50, scope="messages", shape="exact", now=NOW,
+            **filters))
+        keys = {int(c.item.id) for c in found}
+        live = {i for i in ids + other if i != ids[4]
+                and ("thread_id" not in filters or i in ids)
+                and ("since" not in filters or i not in (ids[:3] + other[:3]))
+                and ("until" not in filters or i in (ids[:8] + other[:8]))}
+        assert keys == live, filters
+        for c in found:
+            turns, n = order[int(c.item.id)]
+            assert c.prev_id == (turns[n - 1] if n > 0 else None), filters
+            assert c.next_id == (turns[n + 1] if n + 1 < len(turns) else None), filters
