@@ -171,3 +171,25 @@ def test_shapes_agree_on_small_data(settings: Settings, user: str) -> None:
                 (h.item.id, round(h.score, 9)) for h in indexed], q
     finally:
         mm.close()
+
+
+def test_a_word_counts_all_its_rows_though_it_brings_only_the_pre_rankings_worth(settings: Settings, user: str) -> None:
+    """A word with more rows than the pre-ranking keeps (4 x pool) but fewer than the per-word
+    bound brings only that many as candidates, yet its document frequency is all its rows:
+    every candidate's keyword signal is the exact shape's."""
+    mm = MemoryManager.open(settings.with_(similar_exact_max_rows=12, search_term_candidates=500,
+                                           search_sample_rows=1000, pool_max_size=2), embedder=HashEmbedder())
+    try:
+        a, b = word(), word()
+        mm.write_knowledge_batch([{"content": f"{a} entry {i}" + (f" {b}" if i % 10 == 0 else "")}
+                                  for i in range(150)] + [{"content": f"filler {i}"} for i in range(30)], user_id=user)
+        # k=1: pool 20, 80 pre-ranked; the word has 150 rows (< 500: counted exactly)
+        exact = {h.item.id: h.signals["keyword"] for h in similar(mm, f"{a} {b}", user, shape="exact", k=1)}
+        indexed = similar(mm, f"{a} {b}", user, shape="indexed", k=1)
+        assert indexed and indexed[0].item.id in exact
+        assert indexed[0].signals["keyword"] == pytest.approx(exact[indexed[0].item.id])
+        alone = [h for h in similar(mm, a, user, shape="indexed", k=1)]
+        ref = {h.item.id: h.signals["keyword"] for h in similar(mm, a, user, shape="exact", k=20)}
+        assert alone[0].signals["keyword"] == pytest.approx(ref[alone[0].item.id])
+    finally:
+        mm.close()

@@ -236,6 +236,7 @@ class Table:
         args = dict(params, qvec=qvec, pool=pool, prepool=4 * pool, q=query, hybrid=hybrid,
                     min_terms=MIN_TERMS, n_cap=DOC_COUNT_CAP, max_terms=self.settings.search_max_terms,
                     cap=self.settings.search_term_candidates, sample=self.settings.search_sample_rows,
+                    common_rows=4 * pool,
                     switch=switch)
         uid = params.get("uid")
         yield from self._search_settings_op(uid, "custom")
@@ -322,23 +323,26 @@ _GIN_WORDS = (
 )
 
 #: The same from the postings table ``{post}`` (user_id, term, key), index-only: each word's
-#: first ``%(cap)s`` rows in key order, and a common word's frequency among the user's first
+#: number of rows counted up to ``%(cap)s`` (``dfs``), a rare word's rows (fewer than that)
+#: all, a common word's first ``%(common_rows)s`` in key order (its rows beyond those are
+#: the weakest candidates: one low-IDF word; the rows with every common word are found
+#: apart, in ``all_common``); a common word's frequency among the user's first
 #: ``%(sample)s`` rows in key order (``bound``: the last of them, found in the primary key;
-#: the word's postings up to it are counted, no row is read). Keys are random uuids: key order is a random sample,
-#: the same one for every word.
+#: the word's postings up to it are counted, no row is read). Keys are random uuids: key
+#: order is a random sample, the same one for every word.
 _POSTINGS_WORDS = (
-    " hits AS (SELECT lex.ord, h.key FROM lex CROSS JOIN LATERAL ("
-    "   SELECT p.{key} AS key FROM {post} p WHERE p.user_id = %(uid)s AND p.term = lex.term"
-    "   ORDER BY p.{key} LIMIT %(cap)s) h),"
+    " dfs AS MATERIALIZED (SELECT lex.ord, lex.term, (SELECT count(*) FROM (SELECT 1 FROM {post} p"
+    "   WHERE p.user_id = %(uid)s AND p.term = lex.term LIMIT %(cap)s) c) AS df FROM lex),"
+    " hits AS (SELECT dfs.ord, h.key FROM dfs CROSS JOIN LATERAL ("
+    "   SELECT p.{key} AS key FROM {post} p WHERE p.user_id = %(uid)s AND p.term = dfs.term"
+    "   ORDER BY p.{key} LIMIT CASE WHEN dfs.df < %(cap)s THEN %(cap)s ELSE %(common_rows)s END) h),"
     " bound AS (SELECT least(%(sample)s, n.n) AS s, (SELECT {key} FROM {tbl} WHERE ({where}) ORDER BY {key}"
     "   OFFSET greatest(least(%(sample)s, n.n) - 1, 0) LIMIT 1) AS b FROM n),"
-    " dfs AS (SELECT ord, count(*) AS df FROM hits GROUP BY ord),"
     " idf AS (SELECT lex.ord, lex.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf"
-    "   FROM lex CROSS JOIN n CROSS JOIN LATERAL (SELECT CASE WHEN h.df < %(cap)s THEN h.df::float8"
-    "     ELSE greatest(%(cap)s, n.n * (SELECT count(*) FROM {post} p WHERE p.user_id = %(uid)s"
+    "   FROM lex CROSS JOIN n JOIN dfs h ON h.ord = lex.ord CROSS JOIN LATERAL (SELECT CASE WHEN h.df < %(cap)s"
+    "     THEN h.df::float8 ELSE greatest(%(cap)s, n.n * (SELECT count(*) FROM {post} p WHERE p.user_id = %(uid)s"
     "       AND p.term = lex.term AND p.{key} <= (SELECT b FROM bound))::float8"
-    "       / greatest((SELECT s FROM bound), 1)) END AS df"
-    "     FROM (SELECT coalesce(max(dfs.df), 0) AS df FROM dfs WHERE dfs.ord = lex.ord) h) d),"
+    "       / greatest((SELECT s FROM bound), 1)) END AS df) d),"
 )
 
 #: After the words' rows and weights: the candidates and their keyword signal.
