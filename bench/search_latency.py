@@ -34,13 +34,17 @@ both shapes interleaved (``Table._similar(shape=...)``), with the top-k overlap 
 indexed shape with the exact one; it prints the smallest size from which the indexed
 shape is faster (the value of ``Settings.similar_exact_max_rows``).
 
-With ``--write-cost ROUNDS`` it measures what keeping the postings of migration 013
-(``knowledge_terms``) costs ``write_knowledge_batch``: the trigger on vs off, interleaved.
+With ``--write-cost ROUNDS`` it measures what a trigger on ``knowledge_memory``
+(``--write-trigger``: the postings of migration 013, ``knowledge_terms_insert``, or the
+passage counts of migration 014, ``knowledge_stats_insert``) costs
+``write_knowledge_batch``: the trigger on vs off, interleaved, one writer and then
+``--writers`` concurrent writers of one user (throughput).
 
     python bench/search_latency.py --json /tmp/search.json
     python bench/search_latency.py --sizes 2000 --queries 20      # quick check
     python bench/search_latency.py --switch 250,500,1000,2000,4000,8000,16000 --queries 40
     python bench/search_latency.py --write-cost 20     # what migration 013's trigger costs writes
+    python bench/search_latency.py --write-cost 20 --write-trigger knowledge_stats_insert    # 014's
 """
 
 from __future__ import annotations
@@ -215,39 +219,84 @@ def switch_point(mm: Any, rng: np.random.Generator, base: list[str], vecs: np.nd
     return {"switch": out, "switch_point_rows": switch, "others": others}
 
 
-def write_cost(mm: Any, texts: list[str], rounds: int, batch: int) -> dict[str, Any]:
-    """``write_knowledge_batch`` with the postings trigger of migration 013 on vs off.
+def set_trigger(mm: Any, trigger: str, on: bool) -> None:
+    with mm.db.connection() as conn:
+        conn.execute(sql.SQL("ALTER TABLE knowledge_memory {} TRIGGER {}").format(
+            sql.SQL("ENABLE" if on else "DISABLE"), sql.Identifier(trigger)))
 
-    Interleaved rounds of ``batch`` new passages each, the order of on/off alternating per
-    round; every text is new to the table (a round number in it). ``embedded``: the texts'
-    vectors computed in the call (MiniLM, what a caller pays); ``cached``: embedded before
-    timing (the embedding cache serves them), so only the database work and the library's
-    own remain, the worst case for the trigger's share."""
+
+def write_cost(mm: Any, texts: list[str], rounds: int, batch: int, trigger: str) -> dict[str, Any]:
+    """``write_knowledge_batch`` with one trigger on ``knowledge_memory`` on vs off.
+
+    ``trigger``: ``knowledge_terms_insert`` (the postings of migration 013) or
+    ``knowledge_stats_insert`` (the passage counts of migration 014). Interleaved rounds of
+    ``batch`` new passages each, the order of on/off alternating per round; every text is
+    new to the table (a round number in it). ``embedded``: the texts' vectors computed in
+    the call (MiniLM, what a caller pays); ``cached``: embedded before timing (the
+    embedding cache serves them), so only the database work and the library's own remain,
+    the worst case for the trigger's share."""
     out: dict[str, Any] = {}
     for mode in ("cached", "embedded"):
         lat: dict[str, list[float]] = {"on": [], "off": []}
         for r in range(rounds + 1):  # round 0 warms up
             for state in (("on", "off") if r % 2 else ("off", "on")):
-                items = [{"content": f"{t} (note {mode} {r} {state})"} for t in texts[:batch]]
+                items = [{"content": f"{t} (note {mode} {r} {state} {trigger})"} for t in texts[:batch]]
                 if mode == "cached":
                     mm.embeddings.embed([i["content"] for i in items])
-                with mm.db.connection() as conn:
-                    conn.execute(sql.SQL("ALTER TABLE knowledge_memory {} TRIGGER knowledge_terms_insert").format(
-                        sql.SQL("ENABLE" if state == "on" else "DISABLE")))
+                set_trigger(mm, trigger, state == "on")
                 t0 = time.perf_counter()
                 mm.write_knowledge_batch(items, user_id=f"writer-{mode}-{state}")
                 if r:
                     lat[state].append(time.perf_counter() - t0)
-        with mm.db.connection() as conn:
-            conn.execute("ALTER TABLE knowledge_memory ENABLE TRIGGER knowledge_terms_insert")
+        set_trigger(mm, trigger, True)
         on, off = percentiles(lat["on"]), percentiles(lat["off"])
         out[mode] = {"on": on, "off": off, "p50_ratio_on_to_off": on["p50_ms"] / off["p50_ms"],
                      "mean_ratio_on_to_off": on["mean_ms"] / off["mean_ms"]}
-    print_table(f"write_knowledge_batch of {batch} passages, postings trigger on vs off, {rounds} interleaved rounds",
+    print_table(f"write_knowledge_batch of {batch} passages, {trigger} on vs off, {rounds} interleaved rounds",
                 ["vectors", "on p50 ms", "off p50 ms", "on mean ms", "off mean ms", "p50 on/off", "mean on/off"],
                 [[m, e["on"]["p50_ms"], e["off"]["p50_ms"], e["on"]["mean_ms"], e["off"]["mean_ms"],
                   e["p50_ratio_on_to_off"], e["mean_ratio_on_to_off"]] for m, e in out.items()])
     return out
+
+
+def concurrent_write_cost(mm: Any, texts: list[str], rounds: int, batch: int, writers: int,
+                          trigger: str) -> dict[str, Any]:
+    """Knowledge write throughput of ``writers`` concurrent writers of one user, ``trigger`` on vs off.
+
+    Each round, every writer (a thread with its own pooled connection) writes ``batch``
+    new passages of the same user at once (vectors cached before timing: the database's
+    share, where a row every writer updates would make them queue); passages/s = all the
+    round's passages / its wall time, on/off interleaved as in :func:`write_cost`."""
+    import threading
+
+    rate: dict[str, list[float]] = {"on": [], "off": []}
+    for r in range(rounds + 1):
+        for state in (("on", "off") if r % 2 else ("off", "on")):
+            work = [[{"content": f"{t} (writer {w} round {r} {state} {trigger})"} for t in texts[:batch]]
+                    for w in range(writers)]
+            mm.embeddings.embed([i["content"] for items in work for i in items])
+            set_trigger(mm, trigger, state == "on")
+            start = threading.Barrier(writers + 1)
+
+            def write(items: list[dict[str, str]]) -> None:
+                start.wait()
+                mm.write_knowledge_batch(items, user_id="concurrent-writer")
+
+            threads = [threading.Thread(target=write, args=(items,)) for items in work]
+            for t in threads:
+                t.start()
+            start.wait()
+            t0 = time.perf_counter()
+            for t in threads:
+                t.join()
+            if r:
+                rate[state].append(writers * batch / (time.perf_counter() - t0))
+    set_trigger(mm, trigger, True)
+    on, off = float(np.median(rate["on"])), float(np.median(rate["off"]))
+    print_table(f"{writers} concurrent writers of one user, {batch} passages each, {trigger} on vs off, "
+                f"{rounds} interleaved rounds (vectors cached)",
+                ["on passages/s", "off passages/s", "on/off"], [[on, off, on / off]])
+    return {"writers": writers, "on_passages_per_s": on, "off_passages_per_s": off, "ratio_on_to_off": on / off}
 
 
 def main() -> None:
@@ -263,6 +312,10 @@ def main() -> None:
     p.add_argument("--write-cost", type=int, default=0, metavar="ROUNDS",
                    help="measure instead what the postings trigger (migration 013) costs knowledge writes")
     p.add_argument("--write-batch", type=int, default=50, help="passages per write in the --write-cost phase")
+    p.add_argument("--write-trigger", default="knowledge_terms_insert",
+                   help="the trigger --write-cost turns off and on: knowledge_terms_insert (migration 013) or "
+                        "knowledge_stats_insert (014)")
+    p.add_argument("--writers", type=int, default=4, help="concurrent writers of one user in the --write-cost phase")
     args = p.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     rng = np.random.default_rng(args.seed)
@@ -290,10 +343,13 @@ def main() -> None:
     if args.write_cost:
         with embedded_server() as uri:
             mm = open_manager(uri, embedder=minilm)
-            found = write_cost(mm, base, args.write_cost, args.write_batch)
+            found = write_cost(mm, base, args.write_cost, args.write_batch, args.write_trigger)
+            together = concurrent_write_cost(mm, base, args.write_cost, args.write_batch, args.writers,
+                                             args.write_trigger)
             mm.close()
         print_load()
-        write_json(args.json, {"write_cost": found, "batch": args.write_batch, "rounds": args.write_cost})
+        write_json(args.json, {"write_cost": found, "concurrent": together, "trigger": args.write_trigger,
+                               "batch": args.write_batch, "rounds": args.write_cost})
         return
 
     if args.switch:

@@ -158,3 +158,18 @@ def test_the_indexed_read_weighs_words_by_the_kept_count(small_bounds: MemoryMan
     after = [(h.item.id, h.signals["keyword"]) for h in mm.read_knowledge(f"{w} note", user_id=user, k=5)]
     assert [i for i, _ in after] == [i for i, _ in before]
     assert [s for _, s in after] != pytest.approx([s for _, s in before])
+
+
+def test_a_batch_larger_than_one_statement_comes_back_in_input_order(own_mm) -> None:
+    """write_knowledge_batch sends INSERT_ROWS passages per statement (the triggers run once per
+    statement); the items come back in the order given, duplicates included, and are counted."""
+    from memory.tables.knowledge import INSERT_ROWS
+
+    mm = own_mm
+    u = f"o-{uuid.uuid4().hex[:8]}"
+    items = [{"content": f"passage {i % 7}", "source": f"s{i}"} for i in range(INSERT_ROWS + 3)]
+    written = mm.write_knowledge_batch(items, user_id=u)
+    assert [(w.content, w.source) for w in written] == [(i["content"], i["source"]) for i in items]
+    assert len({w.id for w in written}) == len(items)
+    with owner_sql(mm) as c:
+        assert counts(c, u) == {u: (len(items), len(items))}
