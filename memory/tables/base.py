@@ -187,7 +187,8 @@ class Table:
         at most ``search_term_candidates`` rows from the gin index, or from the postings
         table ``postings`` (user_id, term, key) when given (``where`` is then the user's
         rows, ``user_id = %(uid)s``, possibly narrowed further): a rare word all its rows,
-        a common one a bounded sample. A word's document frequency is the number
+        a common one a bounded sample (through the postings, its first ``4 x pool`` rows: no
+        more of them can pass the pre-ranking on that word alone). A word's document frequency is the number
         of rows it brought when below that bound, else estimated from the first
         ``search_sample_rows`` rows under ``where``, among ``N`` rows counted up to
         :data:`DOC_COUNT_CAP` (with postings and ``where`` the user's rows: ``N``, and the
@@ -236,15 +237,13 @@ class Table:
         args = dict(params, qvec=qvec, pool=pool, prepool=4 * pool, q=query, hybrid=hybrid,
                     min_terms=MIN_TERMS, n_cap=DOC_COUNT_CAP, max_terms=self.settings.search_max_terms,
                     cap=self.settings.search_term_candidates, sample=self.settings.search_sample_rows,
-                    common_rows=4 * pool,
+                    common_rows=4 * pool, k=k, vw=float(vector_weight), kw=float(keyword_weight),
                     switch=switch)
         uid = params.get("uid")
         yield from self._search_settings_op(uid, "custom")
         rows = yield Sql(text, [args[n] for n in names], dict, user=uid, raw=True, last=True)
         weights = {"vector": float(vector_weight), "keyword": float(keyword_weight)}
-        hits = [_hit(row_cls, row, weights) for row in rows]  # in vector order: ties go to the closer row
-        hits.sort(key=lambda h: -h.score)
-        return hits[:k]
+        return [_hit(row_cls, row, weights) for row in rows]  # best first, fused in SQL the same way
 
 
 #: The model reads the first few hundred tokens; longer texts are cut before embedding.
@@ -380,7 +379,7 @@ POSTINGS_COUNTS = {"knowledge_terms": "knowledge_stats"}
 USER_ROWS = "user_id = %(uid)s"
 
 # Every candidate of either half with both signals (its distance and keyword signal),
-# closest first (fused in Python); only the branch of the shape chosen by ``size`` runs.
+# fused and cut to the k best in SQL (``_FUSED_ORDER``); only the branch of the shape chosen by ``size`` runs.
 _SIMILAR_SELECT = (
     " SELECT {cols}, x.embedding <=> %(qvec)s AS hit_distance,"
     "   (SELECT sum(w.idf) FROM {idf} w WHERE x.search_tsv @@ w.tq) / (SELECT den FROM {den}) AS hit_keyword,"
@@ -394,12 +393,19 @@ def _similar_text(keyword_ctes: str, size_cte: str = _SIZE_CTE) -> str:
             " lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq, term FROM terms WHERE %(hybrid)s),"
             + size_cte + "," + EXACT_CTES + "," + keyword_ctes + ","
             " i_cand AS (SELECT key FROM vec UNION SELECT key FROM kw)"
+            " SELECT * FROM ("
             + _SIMILAR_SELECT.replace("{cand}", "e_cand").replace("{idf}", "e_idf").replace("{den}", "e_den")
             .replace("{cmp}", "<=")
             + " UNION ALL"
             + _SIMILAR_SELECT.replace("{cand}", "i_cand").replace("{idf}", "idf").replace("{den}", "den")
             .replace("{cmp}", ">")
-            + " ORDER BY hit_distance NULLS LAST, hit_key")
+            + ") u" + _FUSED_ORDER)
+
+
+#: The fusion (:func:`memory.retrieval.fusion.fuse` of the two signals, in the same float8
+#: arithmetic), best first, ties to the closer row: only the ``%(k)s`` returned are sent back.
+_FUSED_ORDER = (" ORDER BY %(vw)s::float8 * (1 - coalesce(hit_distance, 1)) + %(kw)s::float8 * coalesce(hit_keyword, 0)"
+                " DESC, hit_distance NULLS LAST, hit_key LIMIT %(k)s")
 
 
 _SIMILAR = _similar_text(KEYWORD_CTES)
