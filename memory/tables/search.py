@@ -114,6 +114,10 @@ DEFAULT_WEIGHTS = SearchWeights()
 #: the rows that share its least common ones).
 COMMON_LOOKUPS = 2
 
+#: The indexed shape gives the full keyword score to this many times ``pool`` of the rows
+#: the looked-up words bring (pre-ranked by the IDFs of those words), besides the vector half's.
+PREPOOL = 4
+
 #: At most this many distinct speaker names of a user are matched against a query.
 MAX_NAMES = 200
 
@@ -254,8 +258,10 @@ me_kw AS (SELECT jsonb_object_agg(key::text, ks::text) AS ks FROM me_kw_rows)"""
 #   time filters fed);
 # * keyword: N is the user's message count, kept on write (``conversational_stats``,
 #   migration 012). How common each query word is comes first from a fixed sample of the
-#   user's rows (``sample``: the first by id). Only the words the sample finds rare (under
-#   ``cap`` rows expected in the whole history) and the ``lookups`` rarest others go to
+#   user's rows (``sample``: the first by id; each word counted among the rows that have
+#   any of them, ``mi_sample_hit``: a fifth of the statement at 100k messages). Only the
+#   words the sample finds rare (under ``cap`` rows expected in the whole history) and the
+#   ``lookups`` rarest others go to
 #   the gin index, each bringing at most ``cap`` of the user's rows: a common word's
 #   posting list is long (the gin scan reads all of it) and the rows it would bring are
 #   any of thousands, so it is not looked up; it still counts in the keyword score of
@@ -271,11 +277,12 @@ mi_n AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_i
 mi_sample AS MATERIALIZED (SELECT context_tsv AS tsv FROM conversational_context WHERE user_id = %(uid)s
                            ORDER BY message_id LIMIT %(sample)s),
 mi_m AS (SELECT count(*) AS m FROM mi_sample),
+mi_sample_hit AS MATERIALIZED (SELECT tsv FROM mi_sample WHERE tsv @@ (SELECT tq FROM tsq)),
 mi_est AS MATERIALIZED (
     SELECT r.ord, r.tq, r.k, r.k * (SELECT n FROM mi_n) < %(cap)s * (SELECT m FROM mi_m) OR r.rarity <= %(lookups)s
            AS looked
     FROM (SELECT lex.ord, lex.tq, s.k, row_number() OVER (ORDER BY s.k, lex.ord) AS rarity
-          FROM lex CROSS JOIN LATERAL (SELECT count(*) AS k FROM mi_sample WHERE mi_sample.tsv @@ lex.tq) s) r
+          FROM lex CROSS JOIN LATERAL (SELECT count(*) AS k FROM mi_sample_hit WHERE mi_sample_hit.tsv @@ lex.tq) s) r
 ),
 mi_hits AS (
     SELECT e.ord, h.message_id FROM mi_est e CROSS JOIN LATERAL (
@@ -694,10 +701,11 @@ class MemorySearch(Table):
         s = self.settings
         pool = max(4 * k, 50)
         stmt = _search_query(kinds, self._statement_shape(uid, kinds, shape))
-        params = [dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, prepool=4 * pool, speakers=speakers,
-                       nw=w.neighbour_weight, min_terms=w.min_terms, q=text, max_terms=s.search_max_terms,
-                       cap=s.search_term_candidates, sample=s.search_sample_rows, lookups=COMMON_LOOKUPS,
-                       switch=s.search_exact_max_rows, filtered=tid is not None or lo is not None or hi is not None)
+        params = [dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, prepool=PREPOOL * pool,
+                       speakers=speakers, nw=w.neighbour_weight, min_terms=w.min_terms, q=text,
+                       max_terms=s.search_max_terms, cap=s.search_term_candidates, sample=s.search_sample_rows,
+                       lookups=COMMON_LOOKUPS, switch=s.search_exact_max_rows,
+                       filtered=tid is not None or lo is not None or hi is not None)
                   for (_, text, lo, hi, speakers, _), qvec in zip(plans, vectors, strict=False)]
         planning = self._planning(uid, kinds, shape)
         rows = yield from self._search_rows_op(stmt, params, planning)
