@@ -270,7 +270,10 @@ me_kw AS (SELECT jsonb_object_agg(key::text, ks::text) AS ks FROM me_kw_rows)"""
 # * the looked-up rows are pre-ranked by the summed IDF of the words that brought them,
 #   and the best ``prepool`` of them plus the vector candidates get the keyword score of
 #   the exact shape (same IDF coverage formula over the window). The IDFs are float8 once
-#   computed (numeric sums over a thousand looked-up rows were a tenth of the statement).
+#   computed (numeric sums over a thousand looked-up rows were a tenth of the statement),
+#   the denominator is computed once (``mi_den``: a numeric ``ln`` per row was costly), and
+#   a word in the window's own part is matched as ``'word':A`` (``tq_a``), not against a
+#   weight-A copy of each row's window (``ts_filter``).
 #   With a thread or time filter (``filtered``) the pre-ranked rows are filtered first.
 _MSG_INDEXED = """,
 mi_n AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS n),
@@ -279,9 +282,9 @@ mi_sample AS MATERIALIZED (SELECT context_tsv AS tsv FROM conversational_context
 mi_m AS (SELECT count(*) AS m FROM mi_sample),
 mi_sample_hit AS MATERIALIZED (SELECT tsv FROM mi_sample WHERE tsv @@ (SELECT tq FROM tsq)),
 mi_est AS MATERIALIZED (
-    SELECT r.ord, r.tq, r.k, r.k * (SELECT n FROM mi_n) < %(cap)s * (SELECT m FROM mi_m) OR r.rarity <= %(lookups)s
-           AS looked
-    FROM (SELECT lex.ord, lex.tq, s.k, row_number() OVER (ORDER BY s.k, lex.ord) AS rarity
+    SELECT r.ord, r.tq, r.tq_a, r.k,
+           r.k * (SELECT n FROM mi_n) < %(cap)s * (SELECT m FROM mi_m) OR r.rarity <= %(lookups)s AS looked
+    FROM (SELECT lex.ord, lex.tq, lex.tq_a, s.k, row_number() OVER (ORDER BY s.k, lex.ord) AS rarity
           FROM lex CROSS JOIN LATERAL (SELECT count(*) AS k FROM mi_sample_hit WHERE mi_sample_hit.tsv @@ lex.tq) s) r
 ),
 mi_hits AS (
@@ -291,12 +294,16 @@ mi_hits AS (
     WHERE e.looked
 ),
 mi_idf AS MATERIALIZED (
-    SELECT e.ord, e.tq, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5))::float8 AS idf
+    SELECT e.ord, e.tq, e.tq_a, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5))::float8 AS idf
     FROM mi_est e CROSS JOIN mi_n n CROSS JOIN mi_m CROSS JOIN LATERAL (
         SELECT CASE WHEN e.looked AND h.n < %(cap)s THEN h.n::numeric
                     ELSE greatest(CASE WHEN e.looked THEN %(cap)s ELSE 1 END,
                                   n.n * e.k::numeric / greatest(mi_m.m, 1)) END AS df
         FROM (SELECT count(*) AS n FROM mi_hits WHERE mi_hits.ord = e.ord) h) d
+),
+mi_den AS (
+    SELECT nullif(greatest((SELECT sum(idf) FROM mi_idf),
+                           %(min_terms)s * ln(1 + ((SELECT n FROM mi_n) + 0.5) / 0.5)), 0)::float8 AS den
 ),
 mi_vec AS (
     SELECT m.id AS key FROM conversational_memory m
@@ -311,12 +318,10 @@ mi_pre AS (
 ),
 mi_kw AS (
     SELECT c.message_id AS key,
-           (SELECT sum(i.idf * CASE WHEN a.tsv_a @@ i.tq THEN 1.0 ELSE %(nw)s END)
+           (SELECT sum(i.idf * CASE WHEN c.context_tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END)
             FROM mi_idf i WHERE c.context_tsv @@ i.tq)
-           / nullif(greatest((SELECT sum(idf) FROM mi_idf),
-                             %(min_terms)s * ln(1 + ((SELECT n FROM mi_n) + 0.5) / 0.5)), 0) AS ks
+           / (SELECT den FROM mi_den) AS ks
     FROM conversational_context c JOIN mi_pre ON mi_pre.key = c.message_id AND c.user_id = %(uid)s
-    CROSS JOIN LATERAL (SELECT ts_filter(c.context_tsv, ARRAY['a']::"char"[]) AS tsv_a) a
 ),
 mi_cand AS (
     SELECT key FROM mi_vec
