@@ -99,3 +99,23 @@ def test_one_users_large_history_never_changes_another_users_search(one_conn: Me
         assert hits and {h.item.message_id for h in hits} <= small_ids
         assert found(hits) == found(mm.search_memory(q, user_id=other, k=8, shape="exact"))
         assert {h.item.message_id for h in mm.search_memory(q, user_id=user, k=8)} <= big_ids
+
+
+def test_the_indexed_shape_knows_the_turns_around_its_candidates_like_the_exact_one(mm: MemoryManager,
+                                                                                    user: str) -> None:
+    """Every row a candidate (30 messages, a pool of 50; threads interleaved in time) and no
+    bound of the indexed shape reached (default settings): each hit's neighbour share, the
+    better own score of the turns before and after it, is the exact shape's. The indexed
+    shape finds the turn before through the thread index and the turn after as the
+    candidate whose turn before is this one."""
+    for t in range(3):
+        msgs = [dict(role="user" if i % 2 == 0 else "assistant", content=f"{TURNS[(i + t) % len(TURNS)]} ({t}.{i})")
+                for i in range(10)]
+        mm.write_messages(msgs, user_id=user, thread_id=f"t{t}")
+    for q in QUERIES:
+        exact = {h.item.id: round(h.signals["neighbour"], 9)
+                 for h in mm.search_memory(q, user_id=user, k=30, scope="messages", shape="exact")}
+        indexed = {h.item.id: round(h.signals["neighbour"], 9)
+                   for h in mm.search_memory(q, user_id=user, k=30, scope="messages", shape="indexed")}
+        assert len(exact) == 30 and indexed == exact, q
+        assert len(set(exact.values())) > 3, q  # the shares differ from row to row
