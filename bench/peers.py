@@ -3,7 +3,7 @@
     pip install -e '.[bench]'        # langgraph-checkpoint-postgres (mem0 is not used)
     python bench/peers.py [--backend onnx|torch] [--peer-embedder same|default] [--threads 1]
                           [--rounds 3] [--queries 60] [--scale 100000] [--layouts 200users,oneuser]
-                          [--ingest-only] [--json out.json]
+                          [--ingest-only | --scale-only] [--json out.json]
 
 Every system gets the same texts (LoCoMo turns), the same queries (LoCoMo questions),
 the same embedded PostgreSQL server (one database per phase, so no system's tables
@@ -26,7 +26,8 @@ Phases:
    them: rows are LoCoMo turns with a row number appended, their vectors the turn's
    vector (by that system's embedder) plus small noise, loaded through each system's own write API with a lookup
    embedder, 2,000 rows a call; search as above, queries embedded by the real encoder.
-   ``--layouts`` runs one of the two alone; ``--scale 0`` skips the phase. Every system's
+   ``--layouts`` runs one of the two alone; ``--scale 0`` skips the phase, ``--scale-only``
+   phase 1. Every system's
    HNSW indexes are built after its load, as a bulk load would (langchain-postgres
    through its own ``apply_vector_index``; agentmem's and LangGraph's, which their
    schema setup creates, dropped before the load and created again from their own
@@ -388,6 +389,34 @@ def run_ingest(systems: list[Any], encoders: dict[str, Any], texts: list[str], a
     return {"turns_per_s": rate, "own_ms_per_turn": own}, base
 
 
+def locomo_phase(uri: str, args: Any, encoders: dict[str, Any], mine: Any, peer: Any, texts: list[str],
+                 agentmem_texts: list[str], convs: list[str], by_conv: dict[str, list[tuple[str, str]]], label: str,
+                 asks: list[tuple[str, str]], result: dict[str, Any]) -> np.ndarray | None:
+    """Phase 1: ingest rounds and searches at LoCoMo size; the raw encoder's vectors of the
+    turns (None with --ingest-only: nothing follows)."""
+    db = new_database(uri, "p_locomo")
+    systems = [cls(db, mine if cls is Agentmem else peer, None) for cls in SYSTEMS]
+    result["ingest"], base = run_ingest(systems, encoders, texts, agentmem_texts, convs, by_conv, args.rounds,
+                                        label, mine.backend)
+    if args.ingest_only:
+        for s in systems:
+            s.close()
+        print(f"\nload average at end: {environment()['loadavg_at_end']}")
+        write_json(args.json, result)
+        return None
+    # read_knowledge needs knowledge rows: the turns of round 0's users, vectors reused.
+    vec_of = {t: base[i] for i, t in enumerate(texts)}
+    bulk = MemoryManager.open(Settings.from_env(database_url=db, schema="agentmem"), embedder=Lookup(mine, vec_of))
+    for c in convs:
+        bulk.write_knowledge_batch([{"content": t} for _, t in by_conv[c]], user_id=f"r0-{c}")
+    bulk.close()
+    result["locomo_search"] = report_search(f"[{label}] LoCoMo size (3 users, ~480 rows each)",
+                                            search_rounds(systems, asks, args.rounds))
+    for s in systems:
+        s.close()
+    return base
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=("onnx", "torch"), default="onnx", help="the embedder of configuration same")
@@ -400,6 +429,7 @@ def main() -> None:
     ap.add_argument("--layouts", default="200users,oneuser",
                     help="the scale phase's layouts, comma-separated: 200users (200 x scale/200 rows), oneuser")
     ap.add_argument("--ingest-only", action="store_true", help="the LoCoMo ingest rounds only, no search phase")
+    ap.add_argument("--scale-only", action="store_true", help="the scale phase only (phase 1 skipped)")
     ap.add_argument("--json")
     args = ap.parse_args()
     known = {"200users": ("200 users", 200), "oneuser": ("one user", 1)}
@@ -433,28 +463,14 @@ def main() -> None:
 
     with embedded_server({"maintenance_work_mem": "1GB"}) as uri:
         # Phase 1: LoCoMo size.
-        db = new_database(uri, "p_locomo")
-        systems = [cls(db, mine if cls is Agentmem else peer, None) for cls in SYSTEMS]
-        result["ingest"], base = run_ingest(systems, encoders, texts, agentmem_texts, convs, by_conv, args.rounds,
-                                            label, mine.backend)
-        if args.ingest_only:
-            for s in systems:
-                s.close()
-            print(f"\nload average at end: {environment()['loadavg_at_end']}")
-            write_json(args.json, result)
+        locomo_asks = [(f"r0-{q.conversation}", q.text) for q in rng.sample(questions, args.queries)]
+        if args.scale_only:
+            base = mine.inner.embed(texts)
+        else:
+            base = locomo_phase(uri, args, encoders, mine, peer, texts, agentmem_texts, convs, by_conv, label,
+                                locomo_asks, result)
+        if base is None:
             return
-        # read_knowledge needs knowledge rows: the turns of round 0's users, vectors reused.
-        vec_of = {t: base[i] for i, t in enumerate(texts)}
-        bulk = MemoryManager.open(Settings.from_env(database_url=db, schema="agentmem"), embedder=Lookup(mine, vec_of))
-        for c in convs:
-            bulk.write_knowledge_batch([{"content": t} for _, t in by_conv[c]], user_id=f"r0-{c}")
-        bulk.close()
-        asks = [(f"r0-{q.conversation}", q.text) for q in rng.sample(questions, args.queries)]
-        result["locomo_search"] = report_search(f"[{label}] LoCoMo size (3 users, ~480 rows each)",
-                                                search_rounds(systems, asks, args.rounds))
-        for s in systems:
-            s.close()
-
         # Phase 2: --scale rows, as 200 users and as one user. Each system's rows carry
         # vectors of its own embedder (the turn's vector plus the same noise), so its
         # queries, embedded by that embedder, search the space they were made in.
