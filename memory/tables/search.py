@@ -484,6 +484,15 @@ SELECT 'small', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uui
        NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false
 WHERE (SELECT n FROM m_size) <= %(switch)s"""
 
+# In the exact-only statement (``small``, sent for a user last seen at or under the switch
+# point), a row saying that the user's history is now above it: the exact half then does no
+# work (its guard), and the search runs again with the switching statement.
+_LARGE_ROW = """
+SELECT 'large', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,
+       NULL::timestamptz, NULL::timestamptz, NULL::jsonb, 0::float8, 0::float8,
+       NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false
+WHERE (SELECT n FROM m_size) > %(switch)s"""
+
 _UNION = "\nUNION ALL"
 
 
@@ -498,25 +507,29 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
     """The one statement of a search over ``kinds``; ``shape`` exact / indexed / auto (switch),
     or ``large``: the indexed shape alone, for a user last seen above the switch point, which
     says so (``_SMALL_ROW``) if the user no longer is (planning the exact shape's half of the
-    switching statement was a fifth of a search at 100k messages of one user).
+    switching statement was a fifth of a search at 100k messages of one user); or ``small``:
+    the exact shape alone, for a user last seen at or under it, which says so (``_LARGE_ROW``)
+    if the user no longer is (planning the switching statement cost the server 1.4x the
+    exact-only one at LoCoMo size; PostgreSQL plans it for its values five times per
+    connection before it keeps a generic plan, and a smaller plan starts faster every run).
 
     Assembled from the literal blocks above (no text is formatted into them).
     """
     ctes = [_HEAD]
     selects = []
     if "messages" in kinds:
-        if shape in ("exact", "auto"):
+        if shape in ("exact", "auto", "small"):
             ctes.append(_MSG_EXACT)
         if shape in ("indexed", "auto", "large"):
             ctes.append(_MSG_INDEXED)
-        if shape in ("auto", "large"):
+        if shape in ("auto", "large", "small"):
             ctes.append(_SIZE)
-        if shape == "auto":
+        if shape in ("auto", "small"):
             selects.append("(" + _MSG_EXACT_SELECT + " AND (SELECT n FROM m_size) <= %(switch)s"
                            + _MSG_EXACT_ORDER + ")")
         if shape in ("auto", "large"):
             selects.append(_MSG_INDEXED_SELECT + " AND (SELECT n FROM m_size) > %(switch)s")
-        else:
+        elif shape != "small":
             selects.append("(" + _MSG_EXACT_SELECT + _MSG_EXACT_ORDER + ")" if shape == "exact"
                            else _MSG_INDEXED_SELECT)
     if "summaries" in kinds:
@@ -526,10 +539,12 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
         ctes.append(_FACTS)
         selects.append(_FACTS_SELECT)
     if "messages" in kinds:
-        if shape in ("auto", "large"):
+        if shape in ("auto", "large", "small"):
             selects.append(_SIZE_ROW)
         if shape == "large":
             selects.append(_SMALL_ROW)
+        if shape == "small":
+            selects.append(_LARGE_ROW)
         selects.append(_PENDING_ROW)
     return sql.SQL("WITH " + "".join(ctes) + _UNION.join(selects))  # literal blocks
 
@@ -719,8 +734,8 @@ class MemorySearch(Table):
                   for (_, text, lo, hi, speakers, _), qvec in zip(plans, vectors, strict=False)]
         planning = self._planning(uid, kinds, shape)
         rows = yield from self._search_rows_op(stmt, params, planning)
-        if any(row["kind"] == "small" for row in rows[0]):
-            # The user's history is no longer above the switch point: the switching statement decides.
+        if any(row["kind"] in ("small", "large") for row in rows[0]):
+            # The user's history crossed the switch point since it was seen: the switching statement decides.
             stmt = _search_query(kinds, shape)
             rows = yield from self._search_rows_op(stmt, params, planning)
         if rows[0] and rows[0][-1]["kind"] == "pending":
@@ -730,16 +745,19 @@ class MemorySearch(Table):
         for row in rows[0]:
             if row["kind"] == "size":
                 self._sizes.put(uid, int(row["vs"]))
-        return [[_candidate(row, span) for row in found if row["kind"] not in ("pending", "size", "small")]
+        return [[_candidate(row, span) for row in found if row["kind"] not in ("pending", "size", "small", "large")]
                 for (span, *_), found in zip(plans, rows, strict=False)]
 
     def _statement_shape(self, uid: str, kinds: tuple[str, ...], shape: str) -> str:
         """``large`` (the indexed shape alone, checking the user's size itself) for a user
-        last seen above the switch point; else the shape asked for."""
+        last seen above the switch point, ``small`` (the exact shape alone, likewise) for one
+        seen at or under it; else the shape asked for."""
         if shape != "auto" or "messages" not in kinds:
             return shape
         known = self._sizes.get(uid)
-        return "large" if known is not None and known > self.settings.search_exact_max_rows else shape
+        if known is None:
+            return shape
+        return "large" if known > self.settings.search_exact_max_rows else "small"
 
     def _planning(self, uid: str, kinds: tuple[str, ...], shape: str) -> str | None:
         """How the search statement is planned (``Table._search_settings_op``): for its values
