@@ -11,7 +11,9 @@ whole call, and in it
   the search statement, COMMIT, rows fetched into dicts);
 * ``rows -> candidates`` and ``ranking`` (fusion, neighbours, thread, keyword feedback,
   hits): the Python after the rows arrive;
-* ``embedding service``: the embedding call around the (cached) model call;
+* ``embedding service``: the embedding call around the model call (the model's own time
+  taken out: the hand-off to the service's worker thread and back); the model's result is
+  cached unless ``--model-every-time``, which runs it for every search as ``peers.py`` does;
 * ``rest``: validation, time phrases, speakers, the operation driver.
 
 Then EXPLAIN (ANALYZE, BUFFERS) of the search statement for the first query, as it runs
@@ -20,6 +22,7 @@ user is well inside the exact shape), with each CTE's time.
 
     python bench/search_memory_profile.py                  # ~1 min
     python bench/search_memory_profile.py --rounds 5 --explain-all
+    python bench/search_memory_profile.py --model-every-time    # the service's hand-off after a real model run
 """
 
 from __future__ import annotations
@@ -48,15 +51,15 @@ from memory.tables import search as search_mod  # noqa: E402
 class Cached:
     """The real encoder, each text embedded once; ``seconds`` is the time spent in it."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.cache, self.seconds = inner, {}, 0.0
+    def __init__(self, inner: Any, *, keep: bool = True) -> None:
+        self.inner, self.cache, self.seconds, self.keep = inner, {}, 0.0, keep
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         t0 = time.perf_counter()
-        missing = [t for t in texts if t not in self.cache]
+        missing = [t for t in texts if t not in self.cache or not self.keep]
         if missing:
             for t, v in zip(missing, self.inner.embed(missing), strict=True):
                 self.cache[t] = v
@@ -71,16 +74,17 @@ class Spans:
     def __init__(self) -> None:
         self.samples: dict[str, list[float]] = {}
 
-    def wrap(self, owner: Any, name: str, label: str) -> None:
+    def wrap(self, owner: Any, name: str, label: str, minus: Cached | None = None) -> None:
+        """Time ``owner.name`` per call; ``minus``: without the time spent in that encoder meanwhile."""
         fn = getattr(owner, name)
         samples = self.samples.setdefault(label, [])
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
+            t0, m0 = time.perf_counter(), minus.seconds if minus is not None else 0.0
             try:
                 return fn(*args, **kwargs)
             finally:
-                samples.append(time.perf_counter() - t0)
+                samples.append(time.perf_counter() - t0 - ((minus.seconds - m0) if minus is not None else 0.0))
 
         setattr(owner, name, timed)
 
@@ -129,11 +133,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--explain-all", action="store_true", help="print the whole plan, not only the CTE times")
+    ap.add_argument("--model-every-time", action="store_true",
+                    help="run the model for every search (else each query's vector is computed once and cached)")
     args = ap.parse_args()
     turns, questions = locomo_turns(), locomo_questions()
     convs = sorted({t.conversation for t in turns})
     with embedded_server() as uri:
-        encoder = Cached(bench_embedder("onnx"))
+        encoder = Cached(bench_embedder("onnx", args.torch_threads), keep=not args.model_every_time)
         settings = Settings.from_env(database_url=uri, schema="agentmem", embedding_cache_size=0, pool_max_size=2)
         mm = MemoryManager.open(settings, embedder=encoder)
         for c in convs:
@@ -156,7 +162,7 @@ def main() -> None:
         spans.wrap(ops, "execute_last", "statement")
         spans.wrap(search_mod, "_candidate", "rows -> candidates")
         spans.wrap(search_mod, "_rank", "ranking")
-        spans.wrap(embeddings_mod.EmbeddingService, "embed", "embedding service")
+        spans.wrap(embeddings_mod.EmbeddingService, "embed", "embedding service minus the model", minus=encoder)
         total, encoder.seconds = [], 0.0
         for _ in range(args.rounds):
             for u, q in asks:
@@ -170,13 +176,9 @@ def main() -> None:
             if label == "rows -> candidates":  # one call per candidate row: per search, the sum
                 rows.append([label + " (per search, mean)", float("nan"), float("nan"), 1000 * sums[label] / n, n])
                 continue
-            if label == "embedding service":
-                mean = 1000 * (sums[label] - encoder.seconds) / n
-                rows.append([label + " minus the model (mean)", float("nan"), float("nan"), mean, n])
-                continue
             rows.append([label, *percentiles(v).values()])
-        accounted = sums["statement"] + sums["rows -> candidates"] + sums["ranking"] + (
-            sums["embedding service"] - encoder.seconds)
+        accounted = sums["statement"] + sums["rows -> candidates"] + sums["ranking"] + sums[
+            "embedding service minus the model"]
         rows.append(["rest (validation, time phrases, speakers, driver; mean)", float("nan"), float("nan"),
                      1000 * (sum(total) - accounted) / n, n])
         print_table(f"search_memory(q, k=10) at LoCoMo size ({len(convs)} users, {len(turns)} turns), "
