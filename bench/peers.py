@@ -32,7 +32,7 @@ Phases:
    through its own ``apply_vector_index``; agentmem's and LangGraph's, which their
    schema setup creates, dropped before the load and created again from their own
    definitions, ``pg_get_indexdef``): inserting 100k rows one by one into an HNSW graph
-   took ~14 min per system, the same rows and a build ~1-3 min. The server gets
+   took ~14 min per system, the same rows and a build 2-8 min (load ~4). The server gets
    ``maintenance_work_mem`` = 1 GB, so each build runs in memory. The load and build
    times are printed per system (they include the lookup embedder, a dict read).
 
