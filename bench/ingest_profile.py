@@ -62,6 +62,7 @@ class Probe:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.name, self.dimension, self.backend = inner.name, inner.dimension, inner.backend
+        self.in_process = getattr(inner, "in_process", False)
         self.cpu = self.wall = 0.0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

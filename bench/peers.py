@@ -88,6 +88,7 @@ class Timed:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.name, self.dimension, self.backend = inner.name, inner.dimension, inner.backend
+        self.in_process = getattr(inner, "in_process", False)  # agentmem calls it as it would the model
         self.seconds = 0.0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -103,6 +104,7 @@ class Lookup:
 
     def __init__(self, real: Any, table: dict[str, np.ndarray]) -> None:
         self.name, self.dimension, self.backend = real.name, real.dimension, real.backend
+        self.in_process = True
         self.table = table
 
     def vector(self, text: str) -> np.ndarray:

@@ -52,6 +52,7 @@ class CorpusEmbedder:
     def __init__(self, minilm: Any) -> None:
         self.minilm, self.known = minilm, {}
         self.dimension, self.name = minilm.dimension, minilm.name
+        self.in_process = getattr(minilm, "in_process", False)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         missing = [t for t in texts if t not in self.known]

@@ -11,6 +11,8 @@ import json
 import os
 import random
 import subprocess
+import threading
+import time
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -264,3 +266,52 @@ def test_cli_search_with_the_cached_onnx_file_never_imports_torch(
     assert report == {"code": 0, "heavy": []}, out.stderr
     hits = json.loads(out.stdout)
     assert len(hits) == 1 and "Miso" in hits[0]["content"]
+
+
+class Watched:
+    """A hash embedder that records the thread of each call and whether calls overlapped."""
+
+    name, dimension, backend = "hash-embedder", 64, "hash"
+
+    def __init__(self, in_process: bool, hold: float = 0.0) -> None:
+        self.in_process, self.hold = in_process, hold
+        self.inner = HashEmbedder(64)
+        self.threads: list[int] = []
+        self.inside, self.overlapped = 0, False
+        self._count = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.threads.append(threading.get_ident())
+        with self._count:
+            self.inside += 1
+            self.overlapped |= self.inside > 1
+        time.sleep(self.hold)
+        with self._count:
+            self.inside -= 1
+        return self.inner.embed(texts)
+
+
+def test_an_in_process_model_runs_in_the_callers_thread_and_one_call_at_a_time() -> None:
+    assert MiniLMEmbedder.in_process and OnnxMiniLMEmbedder.in_process and HashEmbedder.in_process
+    model = Watched(in_process=True, hold=0.05)
+    service = EmbeddingService(model, batch_size=8)
+    service.embed(["one text"])
+    assert model.threads == [threading.get_ident()]
+    # Callers in several threads take turns: the model never runs two calls at once.
+    callers = [threading.Thread(target=service.embed, args=([f"text {i}"],)) for i in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert len(model.threads) == 5 and not model.overlapped
+
+
+def test_another_embedder_runs_in_the_worker_thread_bounded_by_the_timeout() -> None:
+    model = Watched(in_process=False)
+    service = EmbeddingService(model, batch_size=8)
+    service.embed(["one text"])
+    assert model.threads and model.threads[0] != threading.get_ident()
+    stuck = Watched(in_process=False, hold=2.0)
+    slow = EmbeddingService(stuck, timeout_s=0.2)
+    with pytest.raises(EmbeddingError, match="did not answer within 0.2s"):
+        slow.embed(["a text the model never finishes"])

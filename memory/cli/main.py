@@ -84,6 +84,7 @@ class LazyMiniLM:
 
     name = "all-MiniLM-L6-v2"
     dimension = 384
+    in_process = True  # it loads one of the packaged local models
 
     def __init__(self, settings: Settings) -> None:
         import importlib.util

@@ -177,6 +177,7 @@ class OnnxMiniLMEmbedder:
     name = "all-MiniLM-L6-v2"
     dimension = 384
     backend = "onnx-int8"
+    in_process = True
 
     def __init__(self, cache_dir: Path, *, threads: int = 0) -> None:
         try:
