@@ -55,6 +55,7 @@ every text and query again, like the peers.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import random
 import statistics
 import sys
@@ -223,7 +224,7 @@ class LangChain:
                 lambda u, q: self.store.similarity_search(q, k=K, filter={"user_id": u})}
 
     def close(self) -> None:
-        self.engine.close()
+        asyncio.run(self.engine.close())  # PGEngine.close is a coroutine: it disposes of the pool
 
 
 class LangGraph:
