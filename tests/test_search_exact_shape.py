@@ -9,15 +9,16 @@ and candidates are those of the whole thread and of the user's live rows. Hash e
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
-import pytest
-
-from memory import HashEmbedder, MemoryManager, Settings
+from memory import MemoryManager
 from memory.retrieval.fusion import fuse
 from memory.store.ops import run
 from memory.tables.search import DEFAULT_WEIGHTS
+
+from fix_search_shapes import one_conn, statement_runs  # noqa: F401  (one_conn: a fixture)
+
+MARKER = 'large'  # the row that marks the statement these tests count
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 
@@ -94,24 +95,6 @@ def test_neighbours_are_the_threads_adjacent_turns_and_candidates_only_live_rows
             assert c.next_id == (turns[n + 1] if n + 1 < len(turns) else None), filters
 
 
-@pytest.fixture
-def one_conn(settings: Settings) -> Iterator[MemoryManager]:
-    """Tiny bounds (switch at 12 messages) and one pooled connection, whose prepared statements we can list."""
-    mm = MemoryManager.open(settings.with_(search_exact_max_rows=12, search_term_candidates=4, search_sample_rows=20,
-                                           pool_min_size=1, pool_max_size=1), embedder=HashEmbedder())
-    yield mm
-    mm.close()
-
-
-def exact_only_runs(mm: MemoryManager) -> int:
-    """How many times the pooled connection ran the exact-only statement (the one with the 'large' row)."""
-    with mm.db.pool.connection() as conn:
-        row = conn.execute("SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements"
-                           " WHERE statement LIKE 'WITH terms AS%%' AND statement LIKE %s", ("%SELECT 'large'%",)
-                           ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def found(hits: list) -> list[tuple[str, float, tuple[tuple[str, float], ...]]]:
     return [(h.item.id, h.score, tuple(sorted(h.signals.items()))) for h in hits]
 
@@ -126,9 +109,9 @@ def test_a_small_history_is_searched_by_the_exact_only_statement_with_the_same_h
             for i, (name, text) in enumerate(TURNS[:10])]
     mm.write_messages(msgs, user_id=user, thread_id=thread)
     first = found(mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW))  # unseen: the switching statement
-    assert exact_only_runs(mm) == 0
+    assert statement_runs(mm, MARKER) == 0
     again = {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW)) for q in QUERIES}
-    assert exact_only_runs(mm) == len(QUERIES)
+    assert statement_runs(mm, MARKER) == len(QUERIES)
     assert again[QUERIES[0]] == first and all(again.values())
     assert again == {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="exact")) for q in QUERIES}
 
@@ -142,4 +125,4 @@ def test_a_history_grown_above_the_switch_since_the_last_search_is_searched_by_t
     for q in QUERIES:
         hits = mm.search_memory(q, user_id=user, k=8, now=NOW)
         assert hits and found(hits) == found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="indexed")), q
-    assert exact_only_runs(mm) >= 1  # it was sent, said the user is large now, and the search ran again
+    assert statement_runs(mm, MARKER) >= 1  # it was sent, said the user is large now, and the search ran again

@@ -11,14 +11,14 @@ which statement is sent, never what is found, and one user's hint never touches 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import psycopg
-import pytest
 
 from memory import MemoryManager
-from memory.retrieval.embeddings import HashEmbedder
-from memory.settings import Settings
+
+from fix_search_shapes import one_conn, statement_runs  # noqa: F401  (one_conn: a fixture)
+
+MARKER = 'small'  # the row that marks the statement these tests count
 
 TURNS = [
     "My sister Ingrid moved to Tromso last spring.",
@@ -31,28 +31,10 @@ TURNS = [
 QUERIES = ["where does Ingrid live", "marathon pace", "what did the cat do"]
 
 
-@pytest.fixture
-def one_conn(settings: Settings) -> Iterator[MemoryManager]:
-    """Tiny bounds (switch at 12 messages) and one pooled connection, whose prepared statements we can list."""
-    mm = MemoryManager.open(settings.with_(search_exact_max_rows=12, search_term_candidates=4, search_sample_rows=20,
-                                           pool_min_size=1, pool_max_size=1), embedder=HashEmbedder())
-    yield mm
-    mm.close()
-
-
 def write(mm: MemoryManager, user: str, n: int) -> list[int]:
     msgs = [dict(role="user" if i % 2 == 0 else "assistant", content=f"{TURNS[i % len(TURNS)]} ({i})")
             for i in range(n)]
     return [m.id for m in mm.write_messages(msgs, user_id=user, thread_id="t")]
-
-
-def indexed_only_runs(mm: MemoryManager) -> int:
-    """How many times the pooled connection ran the indexed-only statement (the one with the 'small' row)."""
-    with mm.db.pool.connection() as conn:
-        row = conn.execute("SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements"
-                           " WHERE statement LIKE 'WITH terms AS%%' AND statement LIKE %s", ("%SELECT 'small'%",)
-                           ).fetchone()
-    return int(row[0]) if row else 0
 
 
 def found(hits: list) -> list[tuple[str, float]]:
@@ -64,9 +46,9 @@ def test_a_large_history_is_searched_by_the_indexed_only_statement_with_the_same
     mm = one_conn
     write(mm, user, 30)
     first = found(mm.search_memory(QUERIES[0], user_id=user, k=8))  # unseen: the switching statement
-    assert indexed_only_runs(mm) == 0
+    assert statement_runs(mm, MARKER) == 0
     again = {q: found(mm.search_memory(q, user_id=user, k=8)) for q in QUERIES}
-    assert indexed_only_runs(mm) == len(QUERIES)
+    assert statement_runs(mm, MARKER) == len(QUERIES)
     assert again[QUERIES[0]] == first and all(again.values())
     assert again == {q: found(mm.search_memory(q, user_id=user, k=8, shape="indexed")) for q in QUERIES}
 
@@ -83,7 +65,7 @@ def test_a_history_fallen_under_the_switch_since_the_last_search_is_searched_exa
         hits = mm.search_memory(q, user_id=user, k=8)
         assert hits and found(hits) == found(mm.search_memory(q, user_id=user, k=8, shape="exact")), q
         assert {h.item.message_id for h in hits} <= set(ids[:8])
-    assert indexed_only_runs(mm) >= 1  # it was sent, said the user is small now, and the search ran again
+    assert statement_runs(mm, MARKER) >= 1  # it was sent, said the user is small now, and the search ran again
 
 
 def test_one_users_large_history_never_changes_another_users_search(one_conn: MemoryManager, user: str) -> None:

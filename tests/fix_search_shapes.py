@@ -1,0 +1,30 @@
+"""Shared by the tests of search_memory's one-shape statements (exact-only, indexed-only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from memory import MemoryManager
+from memory.retrieval.embeddings import HashEmbedder
+from memory.settings import Settings
+
+
+@pytest.fixture
+def one_conn(settings: Settings) -> Iterator[MemoryManager]:
+    """Tiny bounds (switch at 12 messages) and one pooled connection, whose prepared statements we can list."""
+    mm = MemoryManager.open(settings.with_(search_exact_max_rows=12, search_term_candidates=4, search_sample_rows=20,
+                                           pool_min_size=1, pool_max_size=1), embedder=HashEmbedder())
+    yield mm
+    mm.close()
+
+
+def statement_runs(mm: MemoryManager, marker: str) -> int:
+    """How many times the pooled connection ran the search statement holding ``SELECT '<marker>'``:
+    'large' marks the exact-only statement, 'small' the indexed-only one."""
+    with mm.db.pool.connection() as conn:
+        row = conn.execute("SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements"
+                           " WHERE statement LIKE 'WITH terms AS%%' AND statement LIKE %s", (f"%SELECT '{marker}'%",)
+                           ).fetchone()
+    return int(row[0]) if row else 0
