@@ -40,7 +40,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from psycopg import sql
-from psycopg.rows import class_row
 
 from memory.store.db import Database
 from memory.store.ops import Call, Op, Sql, numbered, run
@@ -63,18 +62,6 @@ def select_list(cls: type, alias: str | None = None) -> sql.Composable:
     if alias:
         return sql.SQL(", ").join(sql.Identifier(alias, c) for c in cols)
     return sql.SQL(", ").join(sql.Identifier(c) for c in cols)
-
-
-def insert_returning(conn: Any, stmt: sql.Composable, rows: Sequence[dict[str, Any]], row_cls: type[T]) -> list[T]:
-    """Run one INSERT ... RETURNING per row (pipelined by psycopg); the rows in order."""
-    out: list[T] = []
-    with conn.cursor(row_factory=class_row(row_cls)) as cur:
-        cur.executemany(stmt, rows, returning=True)
-        while True:
-            out.extend(cur.fetchall())
-            if not cur.nextset():
-                break
-    return out
 
 
 @dataclass
