@@ -7,14 +7,17 @@ schema, or that change what a whole database holds, cannot: they get their own s
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 import psycopg
 from psycopg import sql
 
 from memory import HashEmbedder, MemoryManager, Settings
+from memory.store import migrations
 
 
 def with_conninfo(uri: str, **changes: str) -> str:
@@ -43,3 +46,14 @@ def total_rows(conn: psycopg.Connection) -> int:
         "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'")]
     return sum(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()[0]
                for t in tables)
+
+
+def migrations_before(version: int, into: Path) -> Path:
+    """A directory ``into/sql`` holding the packaged migrations older than ``version``: a
+    schema migrated from it is one from before that migration, with rows to fill it from."""
+    older = into / "sql"
+    older.mkdir()
+    for mig in migrations.discover(migrations.sql_dir()):
+        if mig.version < version:
+            shutil.copy(mig.path, older / mig.path.name)
+    return older

@@ -12,7 +12,6 @@ count is spread over slots), and one user's writes never touch another's count.
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -23,7 +22,8 @@ import pytest
 from psycopg import sql
 
 from memory import HashEmbedder, MemoryManager
-from memory.store import migrations
+
+from fix_schemas import migrations_before
 
 
 def counts(conn: psycopg.Connection, *users: str) -> dict[str, tuple[int, int]]:
@@ -126,11 +126,7 @@ def test_retention_keeps_the_count_right(settings, fresh_schema) -> None:
 
 
 def test_the_migration_counts_the_passages_already_there(settings, fresh_schema, tmp_path: Path) -> None:
-    older = tmp_path / "sql"
-    older.mkdir()
-    for f in migrations.discover(migrations.sql_dir()):
-        if f.version < 14:
-            shutil.copy(str(f.path), older / f.filename)
+    older = migrations_before(14, tmp_path)
     before = MemoryManager.open(settings.with_(schema=fresh_schema, sql_dir=older), embedder=HashEmbedder())
     a, b = f"a-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
     before.write_knowledge_batch(passages(6, "pre"), user_id=a)

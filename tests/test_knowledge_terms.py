@@ -10,7 +10,6 @@ like the exact shape.
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ from psycopg import sql
 from memory import HashEmbedder, MemoryManager, Settings
 from memory.store import migrations
 from memory.store.rows import KnowledgeItem
+
+from fix_schemas import migrations_before
 
 #: The postings a passage's words give, derived from knowledge_memory itself.
 DERIVED = ("SELECT k.user_id, w.term, k.id FROM {s}.knowledge_memory k,"
@@ -84,11 +85,7 @@ def test_truncate_empties_the_postings(schema_mm: MemoryManager, owner: psycopg.
 
 def test_the_migration_fills_the_postings_of_passages_written_before(
         pg_uri: str, settings: Settings, fresh_schema: str, tmp_path: Path, owner: psycopg.Connection) -> None:
-    old = tmp_path / "sql"
-    old.mkdir()
-    for mig in migrations.discover():
-        if mig.version < 13:
-            shutil.copy(mig.path, old / mig.path.name)
+    old = migrations_before(13, tmp_path)
     fake = HashEmbedder()
     migrations.migrate(pg_uri, schema=fresh_schema, dimension=fake.dimension, model_name=fake.name, directory=old)
     owner.execute(sql.SQL("INSERT INTO {} (user_id, content) VALUES ('ann', 'otters hold hands'),"

@@ -11,7 +11,6 @@ writes never touch another user's count (row-level security covers the table).
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -22,7 +21,8 @@ import pytest
 from psycopg import sql
 
 from memory import HashEmbedder, MemoryManager, create_app_role
-from memory.store import migrations
+
+from fix_schemas import migrations_before
 
 
 def counts(conn: psycopg.Connection, *users: str) -> dict[str, tuple[int, int]]:
@@ -119,11 +119,7 @@ def test_retention_keeps_the_count_right(settings, fresh_schema) -> None:
 
 
 def test_the_migration_counts_the_rows_already_there(settings, fresh_schema, tmp_path: Path) -> None:
-    older = tmp_path / "sql"
-    older.mkdir()
-    for f in migrations.discover(migrations.sql_dir()):
-        if f.version < 12:
-            shutil.copy(str(f.path), older / f.filename)
+    older = migrations_before(12, tmp_path)
     before = MemoryManager.open(settings.with_(schema=fresh_schema, sql_dir=older), embedder=HashEmbedder())
     with psycopg.connect(before.db.conninfo) as c:
         assert c.execute("SELECT to_regclass(format('%%I.conversational_stats', %s::text))",
