@@ -460,38 +460,33 @@ SELECT 'fact' AS kind, f.id::text AS id, f.content, f.valid_from AS created_at, 
 FROM fact_memory f JOIN f_cand ON f_cand.key = f.id LEFT JOIN f_kw ON f_kw.key = f.id
 WHERE f.user_id = %(uid)s"""
 
+# Marker rows (not hits): a kind, the one number they carry in ``vs``, and NULL in every
+# other column of the union's row type.
+_MARK_HEAD = ("NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,"
+              " NULL::timestamptz, NULL::timestamptz, NULL::jsonb, ")
+_MARK_TAIL = ", NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false"
+
 # A last row says that some of the user's messages still wait for their embedding, so
 # the search embeds them and runs again (the common case stays one statement).
-_PENDING_ROW = """
-SELECT 'pending', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,
-       NULL::timestamptz, NULL::timestamptz, NULL::jsonb, 0::float8, 0::float8,
-       NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false
-WHERE EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> '')"""
+_PENDING_ROW = ("\nSELECT 'pending', " + _MARK_HEAD + "0::float8, 0::float8" + _MARK_TAIL
+                + "\nWHERE EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL"
+                  " AND content <> '')")
 
 # In the switching shape, a row with the user's message count (up to the switch point + 1,
 # in ``vs``): the next search of the user picks how the statement is planned by it.
-_SIZE_ROW = """
-SELECT 'size', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,
-       NULL::timestamptz, NULL::timestamptz, NULL::jsonb, (SELECT n FROM m_size)::float8, 0::float8,
-       NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false"""
+_SIZE_ROW = "\nSELECT 'size', " + _MARK_HEAD + "(SELECT n FROM m_size)::float8, 0::float8" + _MARK_TAIL
 
 # In the indexed-only statement (``large``, sent for a user last seen above the switch
 # point), a row saying that the user's history is no longer above it: the search runs
 # again with the switching statement, so what a search finds never depends on the hint.
-_SMALL_ROW = """
-SELECT 'small', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,
-       NULL::timestamptz, NULL::timestamptz, NULL::jsonb, 0::float8, 0::float8,
-       NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false
-WHERE (SELECT n FROM m_size) <= %(switch)s"""
+_SMALL_ROW = ("\nSELECT 'small', " + _MARK_HEAD + "0::float8, 0::float8" + _MARK_TAIL
+              + "\nWHERE (SELECT n FROM m_size) <= %(switch)s")
 
 # In the exact-only statement (``small``, sent for a user last seen at or under the switch
 # point), a row saying that the user's history is now above it: the exact half then does no
 # work (its guard), and the search runs again with the switching statement.
-_LARGE_ROW = """
-SELECT 'large', NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,
-       NULL::timestamptz, NULL::timestamptz, NULL::jsonb, 0::float8, 0::float8,
-       NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false
-WHERE (SELECT n FROM m_size) > %(switch)s"""
+_LARGE_ROW = ("\nSELECT 'large', " + _MARK_HEAD + "0::float8, 0::float8" + _MARK_TAIL
+              + "\nWHERE (SELECT n FROM m_size) > %(switch)s")
 
 _UNION = "\nUNION ALL"
 
