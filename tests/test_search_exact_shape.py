@@ -108,12 +108,22 @@ def test_a_small_history_is_searched_by_the_exact_only_statement_with_the_same_h
     msgs = [dict(role="user", name=name, content=text, created_at=NOW - timedelta(days=3, minutes=-i))
             for i, (name, text) in enumerate(TURNS[:10])]
     mm.write_messages(msgs, user_id=user, thread_id=thread)
-    first = found(mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW))  # unseen: the switching statement
-    assert statement_runs(mm, MARKER) == 0
+    first = found(mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW))  # unseen: the exact-only statement too
+    assert statement_runs(mm, MARKER) == 1
     again = {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW)) for q in QUERIES}
-    assert statement_runs(mm, MARKER) == len(QUERIES)
+    assert statement_runs(mm, MARKER) == 1 + len(QUERIES)
     assert again[QUERIES[0]] == first and all(again.values())
     assert again == {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="exact")) for q in QUERIES}
+
+
+def test_an_unseen_large_history_is_searched_by_the_indexed_shape(one_conn: MemoryManager, user: str,
+                                                                  thread: str) -> None:
+    mm = one_conn
+    write(mm, user, thread, NOW - timedelta(days=9))
+    write(mm, user, thread + "-b", NOW - timedelta(days=2))  # 24 messages, never searched: above the switch point
+    hits = mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW)
+    assert statement_runs(mm, MARKER) == 1  # sent first, it said the user is large, and the search ran again
+    assert hits and found(hits) == found(mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW, shape="indexed"))
 
 
 def test_a_history_grown_above_the_switch_since_the_last_search_is_searched_by_the_indexed_shape(

@@ -45,7 +45,7 @@ def test_a_large_history_is_searched_by_the_indexed_only_statement_with_the_same
                                                                                       user: str) -> None:
     mm = one_conn
     write(mm, user, 30)
-    first = found(mm.search_memory(QUERIES[0], user_id=user, k=8))  # unseen: the switching statement
+    first = found(mm.search_memory(QUERIES[0], user_id=user, k=8))  # unseen: exact-only, then switching
     assert statement_runs(mm, MARKER) == 0
     again = {q: found(mm.search_memory(q, user_id=user, k=8)) for q in QUERIES}
     assert statement_runs(mm, MARKER) == len(QUERIES)
