@@ -95,6 +95,23 @@ def test_neighbours_are_the_threads_adjacent_turns_and_candidates_only_live_rows
             assert c.next_id == (turns[n + 1] if n + 1 < len(turns) else None), filters
 
 
+def test_a_thread_search_counts_the_words_of_that_thread_only(mm: MemoryManager, user: str, thread: str) -> None:
+    """With a thread, the keyword statistics (how many rows, how many hold each word) are the
+    thread's: the user's other threads change no score, as if the thread were all there is."""
+    start = NOW - timedelta(days=5)
+    write(mm, user, thread, start)
+    write(mm, user, thread + "-b", start + timedelta(hours=1))  # the same words again, in another thread
+    alone = f"{user}-alone"
+    write(mm, alone, thread, start)
+    query = "kids beach camera film photos"
+    [mine] = run(mm.db, mm.memory_search._found_many_op([query], user_id=user, k=50, scope="messages",
+                                                        shape="exact", now=NOW, thread_id=thread))
+    [theirs] = run(mm.db, mm.memory_search._found_many_op([query], user_id=alone, k=50, scope="messages",
+                                                          shape="exact", now=NOW, thread_id=thread))
+    assert any(c.keyword > 0 for c in mine)
+    assert [(c.item.content, c.keyword) for c in mine] == [(c.item.content, c.keyword) for c in theirs]
+
+
 def found(hits: list) -> list[tuple[str, float, tuple[tuple[str, float], ...]]]:
     return [(h.item.id, h.score, tuple(sorted(h.signals.items()))) for h in hits]
 
