@@ -17,8 +17,8 @@ whole call, and in it
 * ``rest``: validation, time phrases, speakers, the operation driver.
 
 Then EXPLAIN (ANALYZE, BUFFERS) of the search statement for the first query, as it runs
-(the prepared statement's generic plan, which PostgreSQL uses after five runs where the
-user is well inside the exact shape), with each CTE's time.
+(the prepared statement's generic plan, which the library asks for where the user is
+well inside the exact shape), with each CTE's time.
 
     python bench/search_memory_profile.py                  # ~1 min
     python bench/search_memory_profile.py --rounds 5 --explain-all

@@ -89,16 +89,19 @@ def test_a_search_or_similarity_read_is_one_round_trip(mm: MemoryManager, user: 
         assert trips.count == 1, "\n".join(trips.lines)
         sent = trips.sent()
         # in this order, in one transaction: the scope the row-level policies read, the HNSW
-        # settings (SET LOCAL, which Citus forwards; a similarity read is also planned for its
-        # values, plan_cache_mode), the statement, the commit
+        # settings (SET LOCAL, which Citus forwards) and the plan mode (a similarity read of rows
+        # not seen yet is planned for its values; a search of a user known to be small asks for
+        # the generic plan, unless the session chose a mode), the statement, the commit
         assert "BEGIN" in sent[0] and f"SET LOCAL agentmem.user_id = '{user}'" in sent[1], sent
-        settings = [x for x in sent[2:-1] if "SET LOCAL" in x]
+        settings = [x for x in sent[2:-1] if "SET LOCAL" in x or "set_config('plan_cache_mode'" in x]
         assert sent[2:2 + len(settings)] == settings, sent  # the settings, then the statement
         assert any("hnsw.ef_search" in x for x in settings) and any("hnsw.iterative_scan" in x for x in settings)
         assert "COMMIT" in sent[-1], sent
         assert len(sent) - 3 - len(settings) in (0, 1), sent  # the statement is parsed once per connection
         if similar:  # planned for its values, whatever the connection prepared
             assert any("plan_cache_mode = force_custom_plan" in x for x in settings), sent
+        else:  # seen by the warm-up: small
+            assert any("force_generic_plan" in x for x in settings), sent
     assert mm.search_memory("Bergen marathon", user_id=user)[0].item.content == TURNS[0]
 
 

@@ -34,9 +34,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 from psycopg import sql
@@ -72,6 +75,28 @@ class Store:
     embeddings: EmbeddingService
     settings: Settings
     speakers: SpeakerNames = field(default_factory=SpeakerNames)  # search's cache of speaker names
+
+
+class SizeHints:
+    """The last row count seen per user (or per user and statement; bounded: ``max_users``,
+    ``ttl`` s): only how a search is planned depends on it, never what it finds."""
+
+    def __init__(self, ttl: float = 600.0, max_users: int = 10_000) -> None:
+        self.ttl, self.max_users = ttl, max_users
+        self._seen: OrderedDict[Hashable, tuple[float, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, user_id: Hashable) -> int | None:
+        with self._lock:
+            entry = self._seen.get(user_id)
+            return entry[1] if entry is not None and time.monotonic() - entry[0] < self.ttl else None
+
+    def put(self, user_id: Hashable, n: int) -> None:
+        with self._lock:
+            self._seen[user_id] = (time.monotonic(), n)
+            self._seen.move_to_end(user_id)
+            while len(self._seen) > self.max_users:
+                self._seen.popitem(last=False)
 
 
 class Table:
@@ -231,10 +256,25 @@ class Table:
                     common_rows=4 * pool, k=k, vw=float(vector_weight), kw=float(keyword_weight),
                     switch=switch)
         uid = params.get("uid")
-        yield from self._search_settings_op(uid, "custom")
+        seen = (text, uid)  # the rows this statement and this user's filter see
+        known = self._similar_sizes.get(seen) if shape == "auto" else None
+        # The generic plan where the rows are known to be well inside the exact shape (at most
+        # half the switch point): 2 ms of a 7 ms read_knowledge at LoCoMo size is planning it
+        # for its values; elsewhere for its values (a generic plan is blind to the row count).
+        small = known is not None and known <= self.settings.similar_exact_max_rows // 2
+        yield from self._search_settings_op(uid, "generic" if small else "custom")
         rows = yield Sql(text, [args[n] for n in names], dict, user=uid, raw=True, last=True)
+        if rows and shape == "auto":
+            self._similar_sizes.put(seen, int(rows[0]["hit_size"]))
         weights = {"vector": float(vector_weight), "keyword": float(keyword_weight)}
         return [_hit(row_cls, row, weights) for row in rows]  # best first, fused in SQL the same way
+
+    @functools.cached_property
+    def _similar_sizes(self) -> SizeHints:
+        """Per statement and user, the rows under the filter last seen (up to the switch point
+        + 1): picks how the next read is planned, never what it finds (the statement picks its
+        shape by its own count)."""
+        return SizeHints()
 
 
 #: The generic plan for this transaction, unless the session set ``plan_cache_mode`` itself.
@@ -374,11 +414,12 @@ POSTINGS_COUNTS = {"knowledge_terms": "knowledge_stats"}
 USER_ROWS = "user_id = %(uid)s"
 
 # Every candidate of either half with both signals (its distance and keyword signal),
-# fused and cut to the k best in SQL (``_FUSED_ORDER``); only the branch of the shape chosen by ``size`` runs.
+# fused and cut to the k best in SQL (``_FUSED_ORDER``), and the count that chose the shape
+# (``hit_size``: it picks how the next read is planned); only the branch of the shape chosen by ``size`` runs.
 _SIMILAR_SELECT = (
     " SELECT {cols}, x.embedding <=> %(qvec)s AS hit_distance,"
     "   (SELECT sum(w.idf) FROM {idf} w WHERE x.search_tsv @@ w.tq) / (SELECT den FROM {den}) AS hit_keyword,"
-    "   x.{key} AS hit_key"
+    "   x.{key} AS hit_key, (SELECT n FROM size) AS hit_size"
     " FROM {tbl} x JOIN {cand} c ON c.key = x.{key}"
     " WHERE ({where}) AND (SELECT n FROM size) {cmp} %(switch)s"
 )
@@ -411,7 +452,7 @@ _SIMILAR_STATS = _similar_text(STATS_KEYWORD_CTES, _STATS_SIZE_CTE)
 def _hit(row_cls: type[T], row: dict[str, Any], weights: dict[str, float]) -> Hit[T]:
     # A row written without an embedding (plain SQL, a shared row) has no cosine: 0.
     distance, keyword = row.pop("hit_distance"), row.pop("hit_keyword")
-    del row["hit_key"]
+    del row["hit_key"], row["hit_size"]
     signals = {"vector": 0.0 if distance is None else 1.0 - float(distance),
                "keyword": 0.0 if keyword is None else float(keyword)}
     return Hit(row_cls(**row), fuse(signals, weights), signals)

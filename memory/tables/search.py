@@ -60,10 +60,7 @@ skipped from its first refusal on, and the keyword half still finds those rows.
 from __future__ import annotations
 
 import functools
-import threading
-import time
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from typing import Any
@@ -76,7 +73,7 @@ from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse_rankings
 from memory.retrieval.feedback import feedback
 from memory.retrieval.hits import Hit
 from memory.store.ops import Call, Op, Sql, numbered, run
-from memory.tables.base import TERMS_CTE, Table
+from memory.tables.base import TERMS_CTE, SizeHints, Table
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
 from memory.retrieval.speakers import speakers_in
@@ -212,8 +209,9 @@ _M_FILTERS = ("(m.created_at < %(until)s OR %(until)s::timestamptz IS NULL)"
 # candidate, so it weighs nothing in the ranking). The live rows' keyword windows are read
 # once (``me_ctx``: the user's windows in one index range, less those of the rows not live
 # and, with a thread, those outside it, each a hashed list; the planner, blind to a CTE's
-# size, joined them to ``me_rows`` by one index probe per row, 2.8x slower), each query word is matched against each window once (``me_match``:
-# the rows holding it, and whether in the window's own part, weight A), and the document
+# size, joined them to ``me_rows`` by one index probe per row, 2.8x slower), each query
+# word is matched against each window once (``me_match``: the rows holding it, and whether
+# in the window's own part, weight A), and the document
 # frequencies (one grouped count), IDFs and keyword scores all come from those matches. A
 # row's keyword score sums, in word order, the IDF of each query word its window holds, at
 # full weight in its own part and ``nw`` in the turns before it, over one denominator
@@ -561,28 +559,6 @@ _PENDING = sql.SQL(
     "SELECT user_id, id, role, content, name FROM conversational_memory"
     " WHERE embedding IS NULL AND content <> ''{user} ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED")
 _USER_FILTER = sql.SQL(" AND user_id = %(uid)s")
-
-
-class SizeHints:
-    """The last message count seen per user (bounded: ``max_users``, ``ttl`` s): only how a
-    search is planned depends on it, never what it finds."""
-
-    def __init__(self, ttl: float = 600.0, max_users: int = 10_000) -> None:
-        self.ttl, self.max_users = ttl, max_users
-        self._seen: OrderedDict[str, tuple[float, int]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, user_id: str) -> int | None:
-        with self._lock:
-            entry = self._seen.get(user_id)
-            return entry[1] if entry is not None and time.monotonic() - entry[0] < self.ttl else None
-
-    def put(self, user_id: str, n: int) -> None:
-        with self._lock:
-            self._seen[user_id] = (time.monotonic(), n)
-            self._seen.move_to_end(user_id)
-            while len(self._seen) > self.max_users:
-                self._seen.popitem(last=False)
 
 
 class MemorySearch(Table):

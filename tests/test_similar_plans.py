@@ -1,0 +1,96 @@
+"""How the similarity reads (read_knowledge and the others of ``Table._similar``) are planned.
+
+A read reports how many rows were under its filter (counted up to the switch point + 1).
+The next read of the same user by the same statement runs PostgreSQL's generic plan at
+once where that count was well inside the exact shape (at most half the switch point),
+and is planned for its values everywhere else: a generic plan, blind to the row count,
+is a hundred times slower on a large history. The count picks the plan, never the hits:
+the statement still chooses its shape by its own count. ``similar_exact_max_rows`` is 12
+here, so 6 rows are small and 30 large.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from psycopg import sql
+
+from memory import HashEmbedder, MemoryManager
+from memory.tables.knowledge import KnowledgeItem
+
+PASSAGES = ["The Bergen office moved to Bryggen in May.", "Our release train ships every second Tuesday.",
+            "Disk quota errors mean the export volume is full.", "The Oslo team owns the billing service."]
+QUERY = "where did the Bergen office move"
+
+
+def _plans(mm: MemoryManager) -> tuple[int, int]:
+    """(generic, custom) plans made of the knowledge read's prepared statement on the one pooled connection."""
+    with mm.db.connection() as conn:
+        row = conn.execute("SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)"
+                           " FROM pg_prepared_statements WHERE statement LIKE '%%knowledge_memory%%'"
+                           " AND statement LIKE '%%hit_size%%'").fetchone()
+    return int(row[0]), int(row[1])
+
+
+def _write(mm: MemoryManager, user: str, n: int) -> None:
+    mm.write_knowledge_batch([{"content": f"{PASSAGES[i % len(PASSAGES)]} ({i})"} for i in range(n)], user_id=user)
+
+
+def _found(mm: MemoryManager, user: str, shape: str | None = None) -> list[tuple[str, float]]:
+    """read_knowledge's hits, or (``shape``) those of its statement forced to one shape."""
+    if shape is None:
+        hits = mm.read_knowledge(QUERY, user_id=user, k=5)
+    else:
+        hits = mm.knowledge._similar("knowledge_memory", KnowledgeItem, QUERY, sql.SQL("user_id = %(uid)s"),
+                                     {"uid": user}, k=5, shape=shape, postings="knowledge_terms")
+    return [(str(h.item.id), h.score) for h in hits]
+
+
+@pytest.fixture
+def one_conn(settings: Any) -> Any:
+    mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1, similar_exact_max_rows=12),
+                            embedder=HashEmbedder())
+    yield mm
+    mm.close()
+
+
+@pytest.mark.parametrize("rows, small", [(6, True), (30, False)])
+def test_a_small_history_gets_the_generic_plan_from_its_second_read_a_large_one_never(
+        one_conn: MemoryManager, user: str, rows: int, small: bool) -> None:
+    mm = one_conn
+    _write(mm, user, rows)
+    first = _found(mm, user)
+    assert first and _plans(mm) == (0, 1)  # unseen: planned for its values
+    again = [_found(mm, user) for _ in range(6)]
+    assert _plans(mm) == ((6, 1) if small else (0, 7))
+    assert all(hits == first for hits in again)
+    assert first == _found(mm, user, shape="exact" if small else "indexed")
+
+
+def test_a_history_grown_past_the_switch_is_found_by_the_indexed_shape_and_planned_for_its_values_again(
+        one_conn: MemoryManager, user: str) -> None:
+    mm = one_conn
+    _write(mm, user, 6)
+    assert _found(mm, user)  # seen small
+    _write(mm, user, 24)  # 30 now: above the switch point
+    grown = _found(mm, user)  # the generic plan, once: the statement's own count picks the indexed shape
+    assert grown == _found(mm, user, shape="indexed")
+    generic, custom = _plans(mm)
+    assert generic == 1
+    _found(mm, user)
+    assert _plans(mm) == (1, custom + 1)  # the count it reported: planned for its values from now on
+
+
+def test_one_users_small_history_never_changes_how_another_users_read_is_planned(
+        one_conn: MemoryManager, user: str) -> None:
+    mm = one_conn
+    _write(mm, user, 6)
+    big = f"{user}-big"
+    _write(mm, big, 30)
+    _found(mm, user)
+    _found(mm, user)  # the small user: generic
+    before = _plans(mm)
+    hits = _found(mm, big)  # the large user, never seen: planned for its values
+    assert _plans(mm) == (before[0], before[1] + 1)
+    assert hits == _found(mm, big, shape="indexed")
