@@ -86,15 +86,15 @@ class SizeHints:
         self._seen: OrderedDict[Hashable, tuple[float, int]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, user_id: Hashable) -> int | None:
+    def get(self, key: Hashable) -> int | None:
         with self._lock:
-            entry = self._seen.get(user_id)
+            entry = self._seen.get(key)
             return entry[1] if entry is not None and time.monotonic() - entry[0] < self.ttl else None
 
-    def put(self, user_id: Hashable, n: int) -> None:
+    def put(self, key: Hashable, n: int) -> None:
         with self._lock:
-            self._seen[user_id] = (time.monotonic(), n)
-            self._seen.move_to_end(user_id)
+            self._seen[key] = (time.monotonic(), n)
+            self._seen.move_to_end(key)
             while len(self._seen) > self.max_users:
                 self._seen.popitem(last=False)
 
@@ -153,11 +153,11 @@ class Table:
         for, in its round trip (``memory.store.ops``). ``plans`` "generic" or "custom":
         how PostgreSQL plans the prepared statement (``plan_cache_mode``; None: its own
         choice, a generic plan after five custom ones). The similarity reads ask for
-        "custom": the generic plan of theirs, blind to the user's number of rows and so to
-        the shape that runs, took 0.7-1.2 s instead of 40-60 ms at 100k rows of one user.
-        "generic" is only asked for where the generic plan is known to be the cheaper one;
-        a session that chose a plan mode itself (an operator, a test reading the plans)
-        keeps it."""
+        "custom" unless their rows are known to be few: the generic plan of theirs, blind to
+        the user's number of rows and so to the shape that runs, took 0.7-1.2 s instead of
+        40-60 ms at 100k rows of one user. "generic" is only asked for where the generic plan
+        is known to be the cheaper one; a session that chose a plan mode itself (an
+        operator, a test reading the plans) keeps it."""
         yield Sql(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(self.settings.hnsw_ef_search))),
                   fetch="none", user=user)
         yield Sql(sql.SQL("SET LOCAL hnsw.iterative_scan = strict_order"), fetch="none", user=user)
