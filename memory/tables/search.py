@@ -219,8 +219,9 @@ _M_FILTERS = ("(m.created_at < %(until)s OR %(until)s::timestamptz IS NULL)"
 # jsonb object (``me_kw``, the exact float8 as text) rather than by a join, which the
 # planner, blind to a CTE's size, may run as a nested loop over every match. Only the
 # candidates (the ``pool`` nearest and the ``pool`` best by keyword) read the columns a hit
-# shows (content, role, name, metadata: by primary key), and come out in thread order, the
-# order the ranking breaks ties by.
+# shows (content, role, name, metadata: one primary-key probe each, kept apart by ``OFFSET
+# 0``; joined, the planner read all the user's rows to hash the candidates against them),
+# and come out in thread order, the order the ranking breaks ties by.
 _MSG_EXACT = """,
 me_rows AS MATERIALIZED (
     SELECT m.key, m.thread_id, m.created_at, m.d, m.live,
@@ -357,7 +358,8 @@ SELECT 'message' AS kind, r.key::text AS id, m.content, r.created_at, r.thread_i
        coalesce(((SELECT ks FROM me_kw) ->> r.key::text)::float8, 0) AS ks,
        r.prev_id, r.next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
        NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk
-FROM me_rows r JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = r.key
+FROM me_rows r CROSS JOIN LATERAL (SELECT m.content, m.summary_id, m.role, m.name, m.metadata
+    FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = r.key OFFSET 0) m
 WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE live AND d IS NOT NULL
                                    ORDER BY d, key LIMIT %(pool)s) v)
        OR r.key IN (SELECT key FROM (SELECT key FROM me_kw_rows WHERE ks IS NOT NULL
