@@ -261,8 +261,7 @@ class Table:
         # The generic plan where the rows are known to be well inside the exact shape (at most
         # half the switch point): 2 ms of a 7 ms read_knowledge at LoCoMo size is planning it
         # for its values; elsewhere for its values (a generic plan is blind to the row count).
-        small = known is not None and known <= self.settings.similar_exact_max_rows // 2
-        yield from self._search_settings_op(uid, "generic" if small else "custom")
+        yield from self._search_settings_op(uid, plans_for(known, self.settings.similar_exact_max_rows))
         rows = yield Sql(text, [args[n] for n in names], dict, user=uid, raw=True, last=True)
         if rows and shape == "auto":
             self._similar_sizes.put(seen, int(rows[0]["hit_size"]))
@@ -275,6 +274,13 @@ class Table:
         + 1): picks how the next read is planned, never what it finds (the statement picks its
         shape by its own count)."""
         return SizeHints()
+
+
+def plans_for(known: int | None, switch: int) -> str:
+    """How a search statement with an exact/indexed switch at ``switch`` rows is planned for
+    rows last seen ``known`` (None: not seen): "generic" well inside the exact shape (at most
+    half the switch point), else "custom" (``Table._search_settings_op``)."""
+    return "generic" if known is not None and known <= switch // 2 else "custom"
 
 
 #: The generic plan for this transaction, unless the session set ``plan_cache_mode`` itself.

@@ -73,7 +73,7 @@ from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse_rankings
 from memory.retrieval.feedback import feedback
 from memory.retrieval.hits import Hit
 from memory.store.ops import Call, Op, Sql, numbered, run
-from memory.tables.base import TERMS_CTE, SizeHints, Table
+from memory.tables.base import TERMS_CTE, SizeHints, Table, plans_for
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
 from memory.retrieval.speakers import speakers_in
@@ -750,7 +750,7 @@ class MemorySearch(Table):
         if "messages" not in kinds or shape == "exact":
             return None
         known = self._sizes.get(uid) if shape == "auto" else None
-        return "generic" if known is not None and known <= self.settings.search_exact_max_rows // 2 else "custom"
+        return plans_for(known, self.settings.search_exact_max_rows)
 
     @functools.cached_property
     def _sizes(self) -> SizeHints:
