@@ -3,7 +3,7 @@
     pip install -e '.[bench]'        # langgraph-checkpoint-postgres (mem0 is not used)
     python bench/peers.py [--backend onnx|torch] [--peer-embedder same|default] [--threads 1]
                           [--rounds 3] [--queries 60] [--scale 100000] [--layouts 200users,oneuser]
-                          [--ingest-only | --scale-only] [--json out.json]
+                          [--ingest-only | --scale-only] [--shared-buffers 2GB] [--json out.json]
 
 Every system gets the same texts (LoCoMo turns), the same queries (LoCoMo questions),
 the same embedded PostgreSQL server (one database per phase, so no system's tables
