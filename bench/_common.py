@@ -147,6 +147,19 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+#: shared_buffers of the benches whose tables reach 100k rows. Under PostgreSQL's 128 MB
+#: default those tables and their indexes do not fit, and each search copies pages in from
+#: the OS cache: ``bench/peers.py`` measured the same search ~4.5 ms faster when run twice
+#: in a row at one user x 100k rows, which measured the buffer pool, not the search.
+LARGE_SHARED_BUFFERS = "2GB"
+
+
+def add_shared_buffers(parser: argparse.ArgumentParser, default: str = LARGE_SHARED_BUFFERS) -> None:
+    """``--shared-buffers`` for a bench's server (``embedded_server({"shared_buffers": ...})``)."""
+    parser.add_argument("--shared-buffers", default=default,
+                        help=f"the server's shared_buffers (default {default}; PostgreSQL's own: 128MB)")
+
+
 def bench_embedder(backend: str, threads: int = 0) -> Any:
     """The MiniLM embedder of ``backend``, as ``MemoryManager.open`` would build it."""
     from memory.manager import embedder_from_env

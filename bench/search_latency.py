@@ -40,6 +40,10 @@ passage counts of migration 014, ``knowledge_stats_insert``) costs
 ``write_knowledge_batch``: the trigger on vs off, interleaved, one writer and then
 ``--writers`` concurrent writers of one user (throughput).
 
+The server gets ``shared_buffers`` = 2 GB (``--shared-buffers``): under PostgreSQL's 128 MB
+default the 100k-row tables do not fit and every search copies pages in from the OS cache
+(``_common.LARGE_SHARED_BUFFERS``).
+
     python bench/search_latency.py --json /tmp/search.json
     python bench/search_latency.py --sizes 2000 --queries 20      # quick check
     python bench/search_latency.py --switch 250,500,1000,2000,4000,8000,16000 --queries 40
@@ -64,8 +68,8 @@ from psycopg.types.json import Jsonb
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
 from _common import (  # noqa: E402
-    Timer, apply_torch_threads, base_parser, embedded_server, log, open_manager, percentiles, print_load,
-    print_table, write_json)
+    Timer, add_shared_buffers, apply_torch_threads, base_parser, embedded_server, log, open_manager, percentiles,
+    print_load, print_table, write_json)
 
 from memory import MiniLMEmbedder  # noqa: E402
 
@@ -315,6 +319,7 @@ def main() -> None:
     p.add_argument("--write-trigger", default="knowledge_terms_insert",
                    help="the trigger --write-cost turns off and on: knowledge_terms_insert (migration 013) or "
                         "knowledge_stats_insert (014)")
+    add_shared_buffers(p)
     p.add_argument("--writers", type=int, default=4, help="concurrent writers of one user in the --write-cost phase")
     args = p.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
@@ -341,7 +346,7 @@ def main() -> None:
         one_query.append(t.seconds)
 
     if args.write_cost:
-        with embedded_server() as uri:
+        with embedded_server({"shared_buffers": args.shared_buffers}) as uri:
             mm = open_manager(uri, embedder=minilm)
             found = write_cost(mm, base, args.write_cost, args.write_batch, args.write_trigger)
             together = concurrent_write_cost(mm, base, args.write_cost, args.write_batch, args.writers,
@@ -353,7 +358,7 @@ def main() -> None:
         return
 
     if args.switch:
-        with embedded_server() as uri:
+        with embedded_server({"shared_buffers": args.shared_buffers}) as uri:
             mm = open_manager(uri, embedder=minilm)
             mm.embeddings.embed([q for _, q in queries])  # query vectors once (the cache serves both shapes)
             found = switch_point(mm, rng, base, vecs, queries, sorted(int(s) for s in args.switch.split(",")),
@@ -368,7 +373,7 @@ def main() -> None:
     table: list[list[Any]] = []
     plans: dict[str, str] = {}
     loads: list[dict[str, Any]] = []
-    with embedded_server() as uri:
+    with embedded_server({"shared_buffers": args.shared_buffers}) as uri:
         mm = open_manager(uri, embedder=minilm)
         store = mm.as_vectorstore("knowledge")
         mm.embeddings.embed([q for _, q in queries])  # query vectors once; both sides hit this cache

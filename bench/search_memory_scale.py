@@ -17,6 +17,10 @@ the precomputed vectors; the HNSW index is dropped for the load and rebuilt from
 own definition). Queries are MiniLM vectors of held-out sentences and three-keyword
 queries; the query embedding is cached, so the figures are the database's work.
 
+The server gets ``shared_buffers`` = 2 GB (``--shared-buffers``): under PostgreSQL's 128 MB
+default the 100k-row tables do not fit and every search copies pages in from the OS cache
+(``_common.LARGE_SHARED_BUFFERS``).
+
     python bench/search_memory_scale.py --json /tmp/smscale.json
     python bench/search_memory_scale.py --sizes 1000,5000 --queries 20     # quick
 """
@@ -35,7 +39,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
-from _common import (Timer, apply_torch_threads, base_parser, embedded_server, log, open_manager,  # noqa: E402
+from _common import (Timer, add_shared_buffers, apply_torch_threads, base_parser, embedded_server, log, open_manager,  # noqa: E402
                      percentiles, print_load, print_table, write_json)
 from search_latency import QueryCapture  # noqa: E402
 
@@ -107,6 +111,7 @@ def main() -> None:
     p.add_argument("--sizes", default="1000,5000,20000,50000,100000", help="history sizes (ascending)")
     p.add_argument("--queries", type=int, default=40)
     p.add_argument("--base", type=int, default=4000)
+    add_shared_buffers(p)
     args = p.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     rng = np.random.default_rng(args.seed)
@@ -123,7 +128,7 @@ def main() -> None:
     table, results = [], []
     switch = None
     plans: dict[str, str] = {}
-    with embedded_server() as uri:
+    with embedded_server({"shared_buffers": args.shared_buffers}) as uri:
         mm = open_manager(uri, embedder=emb)
         loaded = 0
         for size in sizes:
