@@ -319,7 +319,7 @@ mi_pre AS (
         SELECT h.message_id AS key FROM mi_hits h JOIN mi_idf i ON i.ord = h.ord
         WHERE NOT %(filtered)s OR EXISTS (
             SELECT 1 FROM conversational_memory m WHERE m.id = h.message_id AND """ + _M_WHERE + """)
-        GROUP BY h.message_id ORDER BY sum(i.idf) DESC LIMIT %(prepool)s) k
+        GROUP BY h.message_id ORDER BY sum(i.idf) DESC, h.message_id LIMIT %(prepool)s) k
 ),
 mi_kw AS (
     SELECT c.message_id AS key,
