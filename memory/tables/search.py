@@ -275,10 +275,10 @@ me_kw AS (SELECT jsonb_object_agg(key::text, ks::text) AS ks FROM me_kw_rows)"""
 #   computed (numeric sums over a thousand looked-up rows were a tenth of the statement),
 #   the denominator is computed once (``mi_den``: a numeric ``ln`` per row was costly), and
 #   a word in the window's own part is matched as ``'word':A`` (``tq_a``), not against a
-#   weight-A copy of each row's window (``ts_filter``). The best ``pool`` of them by keyword
-#   score (ties to the lower id) are checked against the filters best first, until ``pool``
-#   pass (``mi_cand``: ~50 primary-key probes instead of one per scored row, 0.5 ms of a
-#   12 ms statement at 100k messages of one user).
+#   weight-A copy of each row's window (``ts_filter``). The scored rows are checked against
+#   the filters best first until ``pool`` of them pass (``mi_cand``: ~50 primary-key probes
+#   instead of one per scored row, 0.5 ms of a 12 ms statement at 100k messages of one
+#   user); ties, here and in the pre-ranking, go to the lower id, as in the exact shape.
 #   With a thread or time filter (``filtered``) the pre-ranked rows are filtered first.
 _MSG_INDEXED = """,
 mi_n AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS n),
