@@ -76,7 +76,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import embedded_server, environment, log, percentiles, print_table, write_json  # noqa: E402
+from _common import add_shared_buffers, embedded_server, environment, log, percentiles, print_table, write_json  # noqa: E402
 from _public_data import locomo_questions, locomo_turns  # noqa: E402
 
 import psycopg  # noqa: E402
@@ -440,8 +440,7 @@ def main() -> None:
                     help="the scale phase's layouts, comma-separated: 200users (200 x scale/200 rows), oneuser")
     ap.add_argument("--ingest-only", action="store_true", help="the LoCoMo ingest rounds only, no search phase")
     ap.add_argument("--scale-only", action="store_true", help="the scale phase only (phase 1 skipped)")
-    ap.add_argument("--shared-buffers", default="2GB",
-                    help="the server's shared_buffers, the same for every system (PostgreSQL's default: 128MB)")
+    add_shared_buffers(ap)  # the same for every system
     ap.add_argument("--json")
     args = ap.parse_args()
     known = {"200users": ("200 users", 200), "oneuser": ("one user", 1)}
