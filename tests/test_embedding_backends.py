@@ -103,6 +103,13 @@ TEXTS = [
     "The quick brown fox jumps over the lazy dog " * 40,  # longer than 256 tokens: truncated alike
     "ok",
 ]
+#: Pairs of texts that mean the same, and no two pairs alike.
+PARAPHRASES = [
+    ("The weather is sunny and warm today.", "It is a bright, hot day outside."),
+    ("I adopted a puppy last week.", "We brought a new dog home a few days ago."),
+    ("How do I reset my password?", "I forgot my login password and need to change it."),
+    ("Convert 100 US dollars to euros.", "What is 100 USD in EUR at today's exchange rate?"),
+]
 
 
 @pytest.fixture(scope="session")
@@ -128,11 +135,15 @@ def test_onnx_vectors_agree_with_torch_on_real_texts(onnx_minilm: OnnxMiniLMEmbe
     # (most for a short text among long ones; the service batches similar lengths).
     alone = np.stack([onnx_minilm.embed([t])[0] for t in TEXTS])
     assert np.sum(alone * a, axis=1).min() >= COSINE_FLOOR
-    # Each text's nearest other text is the same under both backends.
-    sims_a, sims_b = a @ a.T, b @ b.T
-    np.fill_diagonal(sims_a, -1)
-    np.fill_diagonal(sims_b, -1)
-    assert list(sims_a.argmax(1)) == list(sims_b.argmax(1))
+    # Each text's nearest other text is its paraphrase under both backends. (Among unrelated
+    # texts the nearest is a near-tie at cosine ~0.1: which one wins flipped between CPUs,
+    # int8 on AVX2 against AVX-512 VNNI, and says nothing about the model.)
+    flat = [t for pair in PARAPHRASES for t in pair]
+    partner = [i ^ 1 for i in range(len(flat))]
+    for vectors in (onnx_minilm.embed(flat), minilm.embed(flat)):
+        sims = vectors @ vectors.T
+        np.fill_diagonal(sims, -1)
+        assert list(sims.argmax(1)) == partner
 
 
 @pytest.mark.slow
