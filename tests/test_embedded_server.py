@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import psycopg
@@ -10,7 +14,9 @@ import pytest
 
 from memory.errors import DatabaseUnavailableError
 from memory.store import embedded
-from memory.store.embedded import pick_server_module
+from memory.store.embedded import PACKAGES, pick_server_module, stop_server
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(("machine", "system", "flags", "module"), [
@@ -46,3 +52,18 @@ def test_a_missing_server_package_says_what_to_install(monkeypatch: pytest.Monke
         embedded.start_server(Path("/tmp/amx-never-made"))
     assert "AVX-512" in str(info.value) and "AGENTMEM_DATABASE_URL" in str(info.value)
     assert not Path("/tmp/amx-never-made").exists()
+
+
+def test_init_with_no_url_starts_the_embedded_server_and_names_its_package() -> None:
+    data = Path("/tmp") / f"ami{uuid.uuid4().hex[:6]}"
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTMEM_DATABASE_URL", "DATABASE_URL")}
+    env.update(PYTHONPATH=str(ROOT), AGENTMEM_EMBEDDER="hash", AGENTMEM_DATA_DIR=str(data))
+    try:
+        res = subprocess.run([sys.executable, "-m", "memory.cli.main", "init"], capture_output=True, text=True,
+                             env=env, cwd=data.parent, timeout=180)
+        assert res.returncode == 0, res.stderr
+        package = PACKAGES[embedded.server_module()]
+        assert f"on the embedded server ({package}) is up to date" in res.stdout, res.stdout
+    finally:
+        stop_server(data / "pg")
+        shutil.rmtree(data, ignore_errors=True)

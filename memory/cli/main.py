@@ -172,7 +172,12 @@ def init(show_status: bool, as_json: bool) -> None:
         return
     with open_manager() as mm:
         applied = mm.db.applied
-        where = "embedded server" if mm.db.embedded else "configured server"
+        if mm.db.embedded:
+            from memory.store.embedded import PACKAGES, server_module
+
+            where = f"embedded server ({PACKAGES[server_module()]})"
+        else:
+            where = "configured server"
         click.echo(f"schema {mm.db.schema!r} on the {where} is up to date"
                    + (f"; applied {', '.join(applied)}" if applied else ""))
 
