@@ -25,9 +25,11 @@ Phases:
    ``read_knowledge``), k=10: a first pass of every query once per system, printed on its
    own, then the interleaved rounds, whose figures are the comparison. The first pass reads each system's pages into shared
    buffers: after the loads and the index builds they hold whatever was written last, so
-   the first search of a system's rows copies pages in from the OS cache (at 100k rows
-   of one user, agentmem's first pass was 1.8-2.2x its later rounds: its searches read the
-   keyword tables besides the vectors).
+   the first search of a system's rows copies pages in from the OS cache. agentmem's
+   searches read its keyword tables besides the vectors, so they pay it most: its own
+   part's p50 in the first pass was 2.0x the later rounds' for ``search_memory`` at 200
+   users x 500 rows and 1.28x with one user of 100k rows, the peers' 1.0-1.2x (README, the
+   paragraph on CPUs without AVX-512).
 2. ``--scale`` rows (default 100k) as 200 users x 500 rows, then as one user with all of
    them: rows are LoCoMo turns with a row number appended, their vectors the turn's
    vector (by that system's embedder) plus small noise, loaded through each system's own write API with a lookup
