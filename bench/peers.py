@@ -23,13 +23,13 @@ Phases:
    (all turns in one ``embed`` call, measured right next to agentmem's ingest); then search
    p50/p95 with the query embedding included (agentmem ``search_memory`` and
    ``read_knowledge``), k=10: a first pass of every query once per system, printed on its
-   own, then the interleaved rounds, whose figures are the comparison. The first pass reads each system's pages into shared
-   buffers: after the loads and the index builds they hold whatever was written last, so
-   the first search of a system's rows copies pages in from the OS cache. agentmem's
-   searches read its keyword tables besides the vectors, so they pay it most: its own
-   part's p50 in the first pass was 2.0x the later rounds' for ``search_memory`` at 200
-   users x 500 rows and 1.28x with one user of 100k rows, the peers' 1.0-1.2x (README, the
-   paragraph on CPUs without AVX-512).
+   own, then the interleaved rounds, whose figures are the comparison. The first pass
+   reads each system's pages into shared buffers: after the loads and the index builds
+   they hold whatever was written last, so the first search of a system's rows copies
+   pages in from the OS cache. agentmem's searches read its keyword tables besides the
+   vectors, so they pay it most: its own part's p50 in the first pass was 2.0x the later
+   rounds' for ``search_memory`` at 200 users x 500 rows and 1.28x with one user of 100k
+   rows, the peers' 0.86-1.23x (README, the paragraph on CPUs without AVX-512).
 2. ``--scale`` rows (default 100k) as 200 users x 500 rows, then as one user with all of
    them: rows are LoCoMo turns with a row number appended, their vectors the turn's
    vector (by that system's embedder) plus small noise, loaded through each system's own write API with a lookup
@@ -301,10 +301,10 @@ Timings = tuple[dict[str, list[float]], dict[str, list[float]]]
 
 
 def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int) -> tuple[Timings, Timings]:
-    """Per search, the seconds of the whole call and the seconds spent in the embedder: of a
-    first pass (every query once per system, untimed by the rounds: it reads each system's
-    pages into shared buffers, which the loads and index builds left holding whatever was
-    built last), then of ``rounds`` interleaved rounds."""
+    """Per search, the seconds of the whole call and the seconds spent in the embedder, kept
+    apart for a first pass (every query once per system: it reads each system's pages into
+    shared buffers, which the loads and index builds left holding whatever was built last)
+    and for the ``rounds`` interleaved rounds after it."""
     first: Timings = ({}, {})
     for sys_ in systems:
         _time_searches(sys_, asks, first)
