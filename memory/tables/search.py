@@ -181,11 +181,13 @@ class _Candidate:
 
     @property
     def prev_id(self) -> int | None:  # the turns just before and after a message in its thread
-        return self.row["prev_id"]
+        value: int | None = self.row["prev_id"]
+        return value
 
     @property
     def next_id(self) -> int | None:
-        return self.row["next_id"]
+        value: int | None = self.row["next_id"]
+        return value
 
     @functools.cached_property
     def item(self) -> MemoryItem:
