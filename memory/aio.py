@@ -57,8 +57,8 @@ from memory.settings import Settings
 from memory.store import conninfo as _conninfo
 from memory.store.dates import register_clamping_loaders
 from memory.store.db import VECTOR_SCHEMA, _PoolHealth, search_path, translate, user_scope
-from memory.store.ops import (COMMIT_SQL, Call, Commit, Op, Sql, T, cursor, fetched_async, held, pipeline_head,
-                              pipelined, prepare, together)
+from memory.store.ops import (COMMIT_SQL, PIPELINE, Ahead, Call, Commit, Op, Sql, T, cursor, fetched_async, held,
+                              pipeline_head, pipelined, prepare, together)
 from memory.store.rows import Entity, Fact, KnowledgeItem, Message, Summary, Workflow
 from memory.tables.conversation import NewMessage
 from memory.tables.facts import Remembered
@@ -163,6 +163,49 @@ async def aexecute_last(conn: psycopg.AsyncConnection, steps: list[Sql]) -> Any:
         await _restore(conn)
 
 
+async def aexecute_committing(conn: psycopg.AsyncConnection, q: Sql) -> Any:
+    """``memory.store.ops.execute_committing`` on an async connection."""
+    if not pipelined([q]):
+        result = await aexecute(conn, q)
+        await conn.commit()
+        return result
+    async with cursor(conn, q) as cur:
+        async with conn.pipeline():
+            await cur.execute(q.stmt, q.params, prepare=prepare(q))
+            await conn.execute(COMMIT_SQL, prepare=False)
+        return await fetched_async(cur, q)
+
+
+async def aexecute_ahead(conn: psycopg.AsyncConnection, ahead: Ahead, head: list[Any] | None = None) -> Any:
+    """``memory.store.ops.execute_ahead`` on an async connection (the call in a worker thread)."""
+    if not PIPELINE:
+        for stmt in head or ():
+            await conn.execute(stmt, prepare=False)
+        results = [await aexecute(conn, q) for q in ahead.steps]
+        return await asyncio.to_thread(ahead.call.fn, *ahead.call.args, **ahead.call.kwargs), results
+    async with AsyncExitStack() as cursors:
+        curs = [await cursors.enter_async_context(cursor(conn, q)) for q in ahead.steps]
+        async with conn.pipeline():
+            for stmt in head or ():
+                await conn.execute(stmt, prepare=False)
+            for cur, q in zip(curs, ahead.steps, strict=True):
+                await cur.execute(q.stmt, q.params, prepare=prepare(q))
+            done = await asyncio.to_thread(ahead.call.fn, *ahead.call.args, **ahead.call.kwargs)
+        return done, [await fetched_async(cur, q) for cur, q in zip(curs, ahead.steps, strict=True)]
+
+
+def _leaving(conn: psycopg.AsyncConnection) -> Any:
+    """``memory.store.ops._leaving`` for an async connection."""
+    async def leave(exc_type: Any, *_: Any) -> bool:
+        try:
+            if exc_type is None and conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
+                await conn.execute(COMMIT_SQL, prepare=False)
+        finally:
+            await _restore(conn)
+        return False
+    return leave
+
+
 async def _restore(conn: psycopg.AsyncConnection) -> None:
     try:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -220,6 +263,16 @@ async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
                 return done.value  # type: ignore[no-any-return]
             if isinstance(step, Call):
                 result = await asyncio.to_thread(step.fn, *step.args, **step.kwargs)
+            elif isinstance(step, Ahead):
+                head: list[Any] = []
+                if tx is None:
+                    user = waiting[0].user if waiting else step.steps[0].user
+                    tx = AsyncExitStack()
+                    conn = await tx.enter_async_context(adb.connection(user, scope=False))
+                    await conn.set_autocommit(True)  # BEGIN is sent as a statement, as in the sync driver
+                    tx.push_async_exit(_leaving(conn))
+                    head, waiting = pipeline_head(waiting + [step.steps[0]]), []
+                result = await aexecute_ahead(conn, step, head)
             elif isinstance(step, Commit):
                 if waiting:
                     tx, conn = await _open(adb, waiting, waiting[0].user)
@@ -238,10 +291,10 @@ async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
                 if tx is None:
                     tx, conn = await _open(adb, waiting, waiting[0].user if waiting else step.user)
                     waiting = []
-                result = await aexecute(conn, step)
+                result = await (aexecute_committing(conn, step) if step.last else aexecute(conn, step))
                 if step.last:
                     finishing, tx, conn = tx, None, None
-                    await finishing.__aexit__(None, None, None)  # commit
+                    await finishing.__aexit__(None, None, None)  # committed: gives the connection back
     except BaseException:
         op.close()
         if tx is not None:

@@ -20,11 +20,17 @@ def one_conn(settings: Settings) -> Iterator[MemoryManager]:
     mm.close()
 
 
+#: Text that only one of search_memory's statements holds: the exact-only one (its row saying the
+#: user is large now), the indexed-only one (saying small), and the exact shape in two statements:
+#: the keyword half sent ahead of the embedding, then the rest with its results.
+EXACT_ONLY, INDEXED_ONLY = "SELECT 'large'", "SELECT 'small'"
+KEYWORD_FIRST, KEYWORD_GIVEN = "ARRAY(SELECT key FROM me_kw_rows", "::jsonb AS ks)"
+
+
 def statement_runs(mm: MemoryManager, marker: str) -> int:
-    """How many times the pooled connection ran the search statement holding ``SELECT '<marker>'``:
-    'large' marks the exact-only statement, 'small' the indexed-only one."""
+    """How many times the pooled connection ran the search statement holding ``marker`` (above)."""
     with mm.db.pool.connection() as conn:
         row = conn.execute("SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements"
-                           " WHERE statement LIKE 'WITH terms AS%%' AND statement LIKE %s", (f"%SELECT '{marker}'%",)
+                           " WHERE statement LIKE 'WITH terms AS%%' AND strpos(statement, %s) > 0", (marker,)
                            ).fetchone()
     return int(row[0]) if row else 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -80,6 +81,7 @@ def test_a_search_or_similarity_read_is_one_round_trip(mm: MemoryManager, user: 
     mm.write_entity("Bergen", "place", "a rainy city on the west coast", user_id=user)
     mm.write_messages([dict(role="user", content=t) for t in TURNS], user_id=user, thread_id="t")
     mm.search_memory("warm-up", user_id=user)  # the speaker names are cached from here on
+    mm.search_memory("Bergen marathon", user_id=user)  # and this query's vector (see the next test)
     for similar, call in ((False, lambda: mm.search_memory("Bergen marathon", user_id=user)),
                           (True, lambda: mm.read_knowledge("rain in Bergen", user_id=user)),
                           (True, lambda: mm.read_entities("rain", user_id=user)),
@@ -103,6 +105,80 @@ def test_a_search_or_similarity_read_is_one_round_trip(mm: MemoryManager, user: 
         else:  # seen by the warm-up: small
             assert any("force_generic_plan" in x for x in settings), sent
     assert mm.search_memory("Bergen marathon", user_id=user)[0].item.content == TURNS[0]
+
+
+class Watching(HashEmbedder):
+    """A hash embedder that, while it embeds a query, reads what the server is doing for the other
+    connections: whether a search's keyword half has reached the server, and run, before the
+    query's vector exists. That statement's text (the first 1 KB, as ``pg_stat_activity`` keeps
+    it) is the only one reading the user's rows as ``SELECT m.id AS key, coalesce(``; a backend
+    that has run a statement of a pipeline and waits for the next message is active in ``ClientRead``."""
+
+    def __init__(self, conninfo: str) -> None:
+        super().__init__()
+        self.conninfo, self.seen = conninfo, []
+
+    def embed(self, texts: list[str]) -> list[Any]:
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            for _ in range(200):  # until that statement has run, or 2 s
+                row = conn.execute("SELECT state, wait_event FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+                                   " AND strpos(query, 'SELECT m.id AS key, coalesce(') > 0").fetchone()
+                if row == ("active", "ClientRead"):
+                    break
+                time.sleep(0.01)
+            self.seen.append(row)
+        return super().embed(texts)
+
+
+def test_a_search_of_a_small_history_runs_its_keyword_half_while_the_query_is_embedded(settings: Any,
+                                                                                       user: str) -> None:
+    """Two exchanges when the query's vector is not known yet: BEGIN, the user scope, the settings
+    and the keyword half go out before the model is called, and the server has run that statement
+    by the time the model returns; then the rest of the search with its results, and COMMIT."""
+    watching = Watching(settings.database_url)
+    mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1), embedder=watching)
+    try:
+        mm.write_messages([dict(role="user", content=t) for t in TURNS], user_id=user, thread_id="t")
+        mm.search_memory("warm-up", user_id=user)  # the speaker names are cached from here on
+        watching.seen.clear()
+        with RoundTrips(mm.db.pool) as trips:
+            hits = mm.search_memory("Bergen marathon", user_id=user)
+        assert watching.seen == [("active", "ClientRead")]  # the keyword half had run on the server
+        assert trips.count == 2, "\n".join(trips.lines)
+        end = next(i for i, line in enumerate(trips.lines) if "\tReadyForQuery\t" in line)
+        first, second = "\n".join(trips.lines[:end]), "\n".join(trips.lines[end + 1:])
+        # the first: the transaction's opening (both statements read one state) and the keyword
+        # half, whose row is its scores, the user's message count and the best ids
+        assert "BEGIN" in first and f"SET LOCAL agentmem.user_id = '{user}'" in first and "REPEATABLE READ" in first
+        assert '"ks"' in first and '"top"' in first and '"vs"' not in first, first
+        assert '"vs"' in second and "COMMIT" in second and "BEGIN" not in second, second  # the hits, then COMMIT
+        assert hits[0].item.content == TURNS[0]
+        assert [(h.item.id, h.score) for h in hits] == \
+            [(h.item.id, h.score) for h in mm.search_memory("Bergen marathon", user_id=user)]  # cached: one statement
+    finally:
+        mm.close()
+
+
+def test_a_knowledge_read_of_a_large_store_sends_its_keyword_half_ahead_too(settings: Any, user: str) -> None:
+    """read_knowledge of a store last seen above the switch point: two exchanges for a query to
+    embed (the keyword half's row holds the words' IDFs and the best passages by them), one for
+    a query whose vector is cached; the same hits either way."""
+    mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1, similar_exact_max_rows=4),
+                            embedder=HashEmbedder())
+    try:
+        mm.write_knowledge_batch([{"content": f"{t} ({i})"} for i, t in enumerate(TURNS * 3)], user_id=user)
+        mm.read_knowledge("warm-up", user_id=user)  # seen: 12 passages, above the switch point
+        with RoundTrips(mm.db.pool) as trips:
+            ahead = mm.read_knowledge("Bergen marathon", user_id=user)
+        assert trips.count == 2, "\n".join(trips.lines)
+        end = next(i for i, line in enumerate(trips.lines) if "\tReadyForQuery\t" in line)
+        assert '"idfs"' in "\n".join(trips.lines[:end]) and "COMMIT" in "\n".join(trips.lines[end + 1:])
+        with RoundTrips(mm.db.pool) as trips:
+            cached = mm.read_knowledge("Bergen marathon", user_id=user)
+        assert trips.count == 1
+        assert ahead and [(h.item.id, h.score) for h in ahead] == [(h.item.id, h.score) for h in cached]
+    finally:
+        mm.close()
 
 
 def test_several_queries_of_one_call_are_one_transaction_and_agree_with_one_each(mm: MemoryManager,
@@ -197,7 +273,7 @@ def test_a_pipelined_search_reads_only_its_users_rows_under_row_level_security(s
             app.search_memory("warm-up", user_id=user)  # the speaker names are cached from here on
             with RoundTrips(app.db.pool) as trips:
                 mine = app.search_memory("Bergen marathon", user_id=user, k=10)
-            assert trips.count == 1
+            assert trips.count == 2  # the keyword half sent while the query is embedded, then the rest
             assert mine and {h.item.content for h in mine} <= set(TURNS)
             theirs = app.search_memory("Bergen marathon", user_id=other, k=10)
             assert [h.item.content for h in theirs] == ["Bergen marathon: the other user's secret"]
@@ -218,11 +294,13 @@ def _plans(mm: MemoryManager) -> tuple[int, int]:
 @pytest.mark.parametrize("rows, small", [(len(TURNS), True), (20, False)])
 def test_a_large_or_unseen_history_is_planned_for_its_values_a_small_one_generically_at_once(
         settings: Any, user: str, rows: int, small: bool) -> None:
-    """The first search of a user sends the exact-only statement, planned for its values,
-    and reports the user's message count (a large history says it is large and is searched
-    by the switching statement, planned likewise); from then on a large history is planned
-    anew each time (never PostgreSQL's generic plan, blind to its size), a small one by the
-    generic plan from its next search on, not after five more plans of its own."""
+    """The first search of a user sends the exact shape's keyword half ahead of the embedding,
+    then the rest, both planned for their values, and learns the user's message count (a
+    large history says it is large and is searched by the switching statement, planned
+    likewise); from then on a large history is planned anew each time (never PostgreSQL's
+    generic plan, blind to its size), a small one by the generic plan from its next search
+    on (here the exact-only statement: the query's vector is cached), not after five more
+    plans of its own."""
     mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1, search_exact_max_rows=12),
                             embedder=HashEmbedder())
     forced = "SET LOCAL plan_cache_mode = force_custom_plan"
@@ -232,11 +310,11 @@ def test_a_large_or_unseen_history_is_planned_for_its_values_a_small_one_generic
         with RoundTrips(mm.db.pool) as trips:
             first = mm.search_memory("Bergen marathon", user_id=user)
         assert sum(forced in line for line in trips.sent()) == (1 if small else 2)
-        assert _plans(mm) == ((0, 1) if small else (0, 2))
+        assert _plans(mm) == (0, 2)
         with RoundTrips(mm.db.pool) as trips:
             again = [mm.search_memory("Bergen marathon", user_id=user) for _ in range(7)]
         assert sum(forced in line for line in trips.sent()) == (0 if small else 7)
-        assert _plans(mm) == ((7, 1) if small else (0, 9))
+        assert _plans(mm) == ((7, 2) if small else (0, 9))
         assert all([(h.item.id, h.score) for h in hits] == [(h.item.id, h.score) for h in first] for hits in again)
     finally:
         mm.close()

@@ -16,9 +16,8 @@ from memory.retrieval.fusion import fuse
 from memory.store.ops import run
 from memory.tables.search import DEFAULT_WEIGHTS
 
-from fix_search_shapes import one_conn, statement_runs  # noqa: F401  (one_conn: a fixture)
-
-MARKER = 'large'  # the row that marks the statement these tests count
+from fix_search_shapes import one_conn  # noqa: F401  (a fixture)
+from fix_search_shapes import EXACT_ONLY, KEYWORD_FIRST, KEYWORD_GIVEN, statement_runs
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 
@@ -125,10 +124,13 @@ def test_a_small_history_is_searched_by_the_exact_only_statement_with_the_same_h
     msgs = [dict(role="user", name=name, content=text, created_at=NOW - timedelta(days=3, minutes=-i))
             for i, (name, text) in enumerate(TURNS[:10])]
     mm.write_messages(msgs, user_id=user, thread_id=thread)
-    first = found(mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW))  # unseen: the exact-only statement too
-    assert statement_runs(mm, MARKER) == 1
+    # unseen user, the query not embedded yet: the exact shape in two statements, the keyword half
+    # sent ahead of the embedding
+    first = found(mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW))
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, KEYWORD_GIVEN, EXACT_ONLY)] == [1, 1, 0]
+    # the first query's vector is cached now: nothing to overlap, the exact-only statement alone
     again = {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW)) for q in QUERIES}
-    assert statement_runs(mm, MARKER) == 1 + len(QUERIES)
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, KEYWORD_GIVEN, EXACT_ONLY)] == [len(QUERIES)] * 2 + [1]
     assert again[QUERIES[0]] == first and all(again.values())
     assert again == {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="exact")) for q in QUERIES}
 
@@ -139,7 +141,8 @@ def test_an_unseen_large_history_is_searched_by_the_indexed_shape(one_conn: Memo
     write(mm, user, thread, NOW - timedelta(days=9))
     write(mm, user, thread + "-b", NOW - timedelta(days=2))  # 24 messages, never searched: above the switch point
     hits = mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW)
-    assert statement_runs(mm, MARKER) == 1  # sent first, it said the user is large, and the search ran again
+    # the keyword half went first, said the user is large, and the switching statement searched
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, KEYWORD_GIVEN, EXACT_ONLY)] == [1, 0, 0]
     assert hits and found(hits) == found(mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW, shape="indexed"))
 
 
@@ -152,4 +155,6 @@ def test_a_history_grown_above_the_switch_since_the_last_search_is_searched_by_t
     for q in QUERIES:
         hits = mm.search_memory(q, user_id=user, k=8, now=NOW)
         assert hits and found(hits) == found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="indexed")), q
-    assert statement_runs(mm, MARKER) >= 1  # it was sent, said the user is large now, and the search ran again
+    # after the warm-up's, the first search's keyword half said the user is large now and the switching
+    # statement searched; the next searches knew it (the indexed-only statement)
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, KEYWORD_GIVEN)] == [2, 1]

@@ -16,9 +16,9 @@ import psycopg
 
 from memory import MemoryManager
 
-from fix_search_shapes import one_conn, statement_runs  # noqa: F401  (one_conn: a fixture)
+from fix_search_shapes import INDEXED_ONLY, one_conn, statement_runs  # noqa: F401  (one_conn: a fixture)
 
-MARKER = 'small'  # the row that marks the statement these tests count
+MARKER = INDEXED_ONLY  # the statement these tests count
 
 TURNS = [
     "My sister Ingrid moved to Tromso last spring.",

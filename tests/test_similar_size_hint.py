@@ -39,8 +39,22 @@ def runs(mm: MemoryManager, *, large: bool) -> int:
     with mm.db.connection() as conn:
         row = conn.execute("SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements"
                            " WHERE statement LIKE '%%knowledge_memory%%' AND statement LIKE '%%hit_size%%'"
-                           " AND (statement LIKE '%%e_rows%%') <> %s", (large,)).fetchone()
+                           " AND strpos(statement, %s) = 0 AND (statement LIKE '%%e_rows%%') <> %s",
+                           (AHEAD[1], large)).fetchone()
     return int(row[0])
+
+
+#: Text that only the two statements of the indexed shape in two hold: the keyword half, sent
+#: while the query is embedded, and the rest, given its results.
+AHEAD = ("rank() OVER (ORDER BY ks DESC)", "WITH ORDINALITY AS t(tq, idf, ord)")
+
+
+def ahead_runs(mm: MemoryManager) -> tuple[int, int]:
+    """Executions of the two statements of the indexed shape in two (``AHEAD``) on the pooled connection."""
+    with mm.db.connection() as conn:
+        return tuple(int(conn.execute("SELECT coalesce(sum(generic_plans + custom_plans), 0)"
+                                      " FROM pg_prepared_statements WHERE strpos(statement, %s) > 0",
+                                      (text,)).fetchone()[0]) for text in AHEAD)  # type: ignore[return-value]
 
 
 def write(mm: MemoryManager, user: str, n: int) -> list[str]:
@@ -64,9 +78,12 @@ def test_a_large_store_is_read_by_the_indexed_only_statement_with_the_same_hits(
     mm = one_conn
     write(mm, user, 30)
     first = found(mm, QUERIES[0], user)  # not seen yet: the switching statement
-    assert runs(mm, large=True) == 0 and runs(mm, large=False) == 1
+    assert runs(mm, large=True) == 0 and runs(mm, large=False) == 1 and ahead_runs(mm) == (0, 0)
+    # seen large: the first query's vector is cached (nothing to overlap), the indexed-only
+    # statement; the others' keyword halves go out while their queries are embedded
     again = {q: found(mm, q, user) for q in QUERIES}
-    assert runs(mm, large=True) == len(QUERIES) and runs(mm, large=False) == 1
+    assert runs(mm, large=True) == 1 and runs(mm, large=False) == 1
+    assert ahead_runs(mm) == (len(QUERIES) - 1, len(QUERIES) - 1)
     assert again[QUERIES[0]] == first and all(again.values())
     assert again == {q: found(mm, q, user, shape="indexed") for q in QUERIES}
 
@@ -89,6 +106,21 @@ def test_a_store_fallen_under_the_switch_since_the_last_read_is_read_exactly(one
     assert runs(mm, large=True) == 1
 
 
+def test_a_store_fallen_under_the_switch_is_read_exactly_when_its_keyword_half_goes_ahead(
+        one_conn: MemoryManager, user: str) -> None:
+    mm = one_conn
+    ids = write(mm, user, 30)
+    found(mm, QUERIES[0], user)  # seen with 30 passages
+    with psycopg.connect(mm.db.conninfo, autocommit=True) as conn:  # the owner keeps 8 of them
+        conn.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s AND NOT id = ANY (%s::uuid[])").format(
+            sql.Identifier(mm.db.schema, "knowledge_memory")), (user, ids[:8]))
+    switching = runs(mm, large=False)
+    hits = found(mm, QUERIES[1], user)  # not embedded yet: the keyword half first, which counts 8
+    assert ahead_runs(mm) == (1, 0) and runs(mm, large=False) == switching + 1
+    assert hits and hits == found(mm, QUERIES[1], user, shape="exact")
+    assert {i for i, _ in hits} <= set(ids[:8])
+
+
 def test_one_users_large_store_never_changes_another_users_read(one_conn: MemoryManager, user: str) -> None:
     mm = one_conn
     big_ids = set(write(mm, user, 30))
@@ -101,4 +133,5 @@ def test_one_users_large_store_never_changes_another_users_read(one_conn: Memory
         theirs = found(mm, q, other)
         assert theirs and {i for i, _ in theirs} <= small_ids
         assert theirs == found(mm, q, other, shape="exact")
-    assert runs(mm, large=True) == len(QUERIES)  # only the large user's reads were sent it
+    # only the large user's reads were sent the indexed shape alone, or in two (the queries after the first)
+    assert runs(mm, large=True) == 1 and ahead_runs(mm) == (len(QUERIES) - 1,) * 2

@@ -228,6 +228,16 @@ class EmbeddingService:
                         self._cache.popitem(last=False)
         return [r for r in result if r is not None]
 
+    def cached(self, texts: Sequence[str]) -> list[np.ndarray] | None:
+        """Every text's vector when all of them are cached (the model is not called), else None."""
+        keys = [self._key(t) for t in texts]
+        with self._lock:
+            if not all(key in self._cache for key in keys):
+                return None
+            for key in keys:
+                self._cache.move_to_end(key)
+            return [self._cache[key] for key in keys]
+
     def embed_later(self, texts: Sequence[str]) -> Future[list[np.ndarray]]:
         """:meth:`embed` started in the background: the caller works meanwhile (a write
         pipeline inserts one chunk while the next is embedded) and takes the vectors

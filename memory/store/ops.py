@@ -10,6 +10,8 @@ instead of doing it ("sans-IO"): an operation yields
 - :class:`Call` - work that is not SQL and may be slow (embedding, summarising), run
   inline by the sync driver and in a worker thread by the async one, so the event
   loop never waits for a model;
+- :class:`Ahead` - statements sent at once and a call made while the server runs them
+  (a search's keyword half while its query is embedded), then their rows read back;
 - :data:`COMMIT` - end the current transaction (the next statement opens another);
   :data:`ROLLBACK` - undo it instead,
 
@@ -23,7 +25,10 @@ parameters: a search's ``SET LOCAL`` settings) are held back until the statement
 are for. When that one is ``last``, BEGIN, the user scope, the held statements, the
 statement and COMMIT go out together in psycopg's pipeline mode: one round trip for the
 whole transaction (:func:`execute_last`). Otherwise the held statements and the user scope
-go out as one simple-protocol query before it.
+go out as one simple-protocol query before it. An :class:`Ahead` step opening a transaction
+sends BEGIN, the user scope and the held statements in its own pipeline, in front of its
+statements; a ``last`` statement in an open transaction goes out with its COMMIT
+(:func:`execute_committing`).
 
 An exception raised by the operation, by a statement or by a call ends the current
 transaction with a rollback (and the database's errors are translated exactly as
@@ -93,7 +98,20 @@ class Commit:
 COMMIT = Commit()
 ROLLBACK = Commit(rollback=True)
 
-Step = Sql | Call | Commit
+
+@dataclass(frozen=True)
+class Ahead:
+    """Statements that do not wait for ``call``: they go out at once (psycopg's pipeline mode),
+    the server runs them while ``call`` runs here, and their rows are read after it. The
+    step's result is ``(call's result, [each statement's result])``. The statements are in
+    the operation's current transaction (opened for their ``user`` if none is, with any held
+    statements in front, in the same send), which stays open for the steps after them."""
+
+    steps: tuple[Sql, ...]
+    call: Call
+
+
+Step = Sql | Call | Commit | Ahead
 Op = Generator[Step, Any, T]
 
 
@@ -218,6 +236,41 @@ def pipeline_head(steps: Sequence[Sql]) -> list[Any]:
     return [sql.SQL("BEGIN")] + ([user_scope(user)] if user is not None else []) + [q.stmt for q in steps[:-1]]
 
 
+def execute_committing(conn: Any, q: Sql) -> Any:
+    """Run ``q``, the last statement of a transaction already open on a sync connection, and
+    commit, in one round trip where the client can pipeline; its result."""
+    if not pipelined([q]):
+        result = execute(conn, q)
+        conn.commit()
+        return result
+    with cursor(conn, q) as cur:
+        with conn.pipeline():
+            cur.execute(q.stmt, q.params, prepare=prepare(q))
+            conn.execute(COMMIT_SQL, prepare=False)  # a statement of the pipeline: synced once, at its end
+        return fetched(cur, q)
+
+
+def execute_ahead(conn: Any, ahead: Ahead, head: Sequence[Any] = ()) -> tuple[Any, list[Any]]:
+    """Run ``ahead`` on a sync connection (in a transaction, which it leaves open): ``head`` (statements
+    returning nothing: a new transaction's user scope and held statements, not prepared) and the
+    statements are sent, the call is made while the server runs them, then their results are read
+    (without pipelining, in the client library: one after the other, then the call)."""
+    if not PIPELINE:
+        for stmt in head:
+            conn.execute(stmt, prepare=False)
+        results = [execute(conn, q) for q in ahead.steps]
+        return ahead.call.fn(*ahead.call.args, **ahead.call.kwargs), results
+    with ExitStack() as cursors:
+        curs = [cursors.enter_context(cursor(conn, q)) for q in ahead.steps]
+        with conn.pipeline():
+            for stmt in head:
+                conn.execute(stmt, prepare=False)
+            for cur, q in zip(curs, ahead.steps, strict=True):
+                cur.execute(q.stmt, q.params, prepare=prepare(q))
+            done = ahead.call.fn(*ahead.call.args, **ahead.call.kwargs)
+        return done, [fetched(cur, q) for cur, q in zip(curs, ahead.steps, strict=True)]
+
+
 def execute_last(conn: Any, steps: Sequence[Sql]) -> Any:
     """Run ``steps`` (held statements, then a ``last`` one) as one transaction in one round trip
     on a sync connection that has none open; the last statement's result.
@@ -240,6 +293,20 @@ def execute_last(conn: Any, steps: Sequence[Sql]) -> Any:
             return fetched(cur, last)
     finally:
         _restore(conn)
+
+
+def _leaving(conn: Any) -> Callable[..., bool]:
+    """The exit of a transaction opened by a BEGIN statement on ``conn`` in autocommit mode: a
+    COMMIT statement if it is still open and nothing failed (psycopg's rollback would drop the
+    connection's prepared statements), then the connection as the pool expects it."""
+    def leave(exc_type: Any, *_: Any) -> bool:
+        try:
+            if exc_type is None and conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
+                conn.execute(COMMIT_SQL, prepare=False)
+        finally:
+            _restore(conn)
+        return False
+    return leave
 
 
 def _restore(conn: Any) -> None:
@@ -272,6 +339,16 @@ def run(db: Any, op: Op[T]) -> T:
                 return done.value  # type: ignore[no-any-return]
             if isinstance(step, Call):
                 result = step.fn(*step.args, **step.kwargs)
+            elif isinstance(step, Ahead):
+                head: list[Any] = []
+                if tx is None:
+                    user = waiting[0].user if waiting else step.steps[0].user
+                    tx = ExitStack()
+                    conn = tx.enter_context(db.connection(user, scope=False))
+                    conn.autocommit = True  # BEGIN is sent as a statement: psycopg's own waits for its reply
+                    tx.push(_leaving(conn))
+                    head, waiting = pipeline_head(waiting + [step.steps[0]]), []
+                result = execute_ahead(conn, step, head)
             elif isinstance(step, Commit):
                 if waiting:
                     tx, conn = _open(db, waiting, waiting[0].user)
@@ -290,10 +367,10 @@ def run(db: Any, op: Op[T]) -> T:
                 if tx is None:
                     tx, conn = _open(db, waiting, waiting[0].user if waiting else step.user)
                     waiting = []
-                result = execute(conn, step)
+                result = execute_committing(conn, step) if step.last else execute(conn, step)
                 if step.last:
                     finishing, tx, conn = tx, None, None
-                    finishing.__exit__(None, None, None)  # commit
+                    finishing.__exit__(None, None, None)  # committed: gives the connection back
     except BaseException:
         op.close()
         if tx is not None:
@@ -328,6 +405,8 @@ def run_on(conn: Any, op: Op[T]) -> T:
                 return done.value  # type: ignore[no-any-return]
             if isinstance(step, Call):
                 result = step.fn(*step.args, **step.kwargs)
+            elif isinstance(step, Ahead):
+                result = execute_ahead(conn, step)
             elif isinstance(step, Commit):
                 raise RuntimeError("an operation run inside the caller's transaction cannot end it")
             else:

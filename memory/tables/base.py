@@ -28,7 +28,11 @@ statement and user) sends the indexed shape alone: the same branch without the e
 beside it, which costs PostgreSQL less to plan for its values (0.92 ms instead of 1.31,
 median over 40 questions at 100k passages of one user). It returns rows only while the count is still above the
 switch point; when it returns none, the read sends the switching statement. The hint
-picks the statement, never the hits.
+picks the statement, never the hits. Such a read with postings (``read_knowledge``) whose
+query is not embedded yet goes in two statements of one transaction instead: the keyword
+half, which needs no vector, is sent before the model runs and the server runs it while the
+query is embedded (``memory.store.ops.Ahead``); the rest follows with its results, the hits
+those of the one statement (:data:`_KEYWORD_AHEAD_FIRST`).
 
 Each candidate, whichever half found it, comes back with both signals computed for it,
 fused by :func:`memory.retrieval.fusion.fuse` into an absolute score, ``vector +
@@ -52,7 +56,7 @@ import numpy as np
 from psycopg import sql
 
 from memory.store.db import Database
-from memory.store.ops import Call, Op, Sql, numbered, run
+from memory.store.ops import COMMIT, Ahead, Call, Op, Sql, numbered, run
 from memory.retrieval.embeddings import EmbeddingService
 from memory.retrieval.speakers import SpeakerNames
 from memory.retrieval.fusion import MIN_TERMS, fuse
@@ -142,6 +146,10 @@ class Table:
         # The model only reads the first few hundred tokens; do not tokenize megabytes.
         return self.embeddings.embed([t[:EMBED_CHARS] for t in texts])
 
+    def _cached_vectors(self, texts: Sequence[str]) -> list[np.ndarray] | None:
+        """:meth:`_embed`'s vectors when every text's is cached (nothing to compute), else None."""
+        return self.embeddings.cached([t[:EMBED_CHARS] for t in texts])
+
     def _query(self, query: Any) -> str:
         """A search query, validated and bounded (see ``Settings.max_query_chars``)."""
         text = check_text(query, "query", max_chars=self.settings.max_content_chars)
@@ -153,7 +161,8 @@ class Table:
         return text
 
     # -- search -----------------------------------------------------------------------
-    def _search_settings_op(self, user: str | None = None, plans: str | None = None) -> Op[None]:
+    def _search_settings_op(self, user: str | None = None, plans: str | None = None,
+                            snapshot: bool = False) -> Op[None]:
         """HNSW keeps scanning until a filtered query (one user's rows) has its LIMIT, in
         exact distance order. SET LOCAL (Citus forwards it to the workers, where the index
         scans run); the driver holds them back and sends them with the statement they are
@@ -164,7 +173,10 @@ class Table:
         the user's number of rows and so to the shape that runs, took 0.7-1.2 s instead of
         40-60 ms at 100k rows of one user. "generic" is only asked for where the generic plan
         is known to be the cheaper one; a session that chose a plan mode itself (an
-        operator, a test reading the plans) keeps it."""
+        operator, a test reading the plans) keeps it. ``snapshot``: the transaction is
+        repeatable read (and read only), so that a search in two statements reads one state."""
+        if snapshot:
+            yield Sql(sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"), fetch="none", user=user)
         yield Sql(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(self.settings.hnsw_ef_search))),
                   fetch="none", user=user)
         yield Sql(sql.SQL("SET LOCAL hnsw.iterative_scan = strict_order"), fetch="none", user=user)
@@ -250,14 +262,14 @@ class Table:
         if keyword_weight is None:
             keyword_weight = self.settings.keyword_weight
         query = self._query(query)
-        qvec = (yield Call(self._embed, ([query],)))[0]
+        known_vector = self._cached_vectors([query])
         pool = max(k * 4, 20)
         cols = columns if columns is not None else select_list(row_cls, "x")
         text, names = _similar_query(table, where.as_string(), cols.as_string(), postings)
         if shape not in SHAPES:
             raise InvalidInputError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
         switch = {"auto": self.settings.similar_exact_max_rows, "exact": EXACT_ALWAYS, "indexed": -1}[shape]
-        args = dict(params, qvec=qvec, pool=pool, prepool=4 * pool, q=query, hybrid=hybrid,
+        args = dict(params, pool=pool, prepool=4 * pool, q=query, hybrid=hybrid,
                     min_terms=MIN_TERMS, n_cap=DOC_COUNT_CAP, max_terms=self.settings.search_max_terms,
                     cap=self.settings.search_term_candidates, sample=self.settings.search_sample_rows,
                     common_rows=4 * pool, k=k, vw=float(vector_weight), kw=float(keyword_weight),
@@ -270,7 +282,26 @@ class Table:
         # for its values; elsewhere for its values (a generic plan is blind to the row count).
         plans = plans_for(known, self.settings.similar_exact_max_rows)
         rows = None
-        if known is not None and known > self.settings.similar_exact_max_rows:
+        large_known = known is not None and known > self.settings.similar_exact_max_rows
+        if large_known and known_vector is None and _keyword_ahead(where.as_string(), postings):
+            # the keyword half runs while the query is embedded; the same hits as the one statement's
+            first, first_names = _ahead_query(table, where.as_string(), cols.as_string(), postings, 1)
+            yield from self._search_settings_op(uid, plans, snapshot=True)
+            (args["qvec"],), (got,) = yield Ahead(
+                (Sql(first, [args[n] for n in first_names], dict, fetch="one", user=uid, raw=True),),
+                Call(self._embed, ([query],)))
+            if got["n"] > self.settings.similar_exact_max_rows:
+                args.update(got)
+                second, second_names = _ahead_query(table, where.as_string(), cols.as_string(), postings, 2)
+                rows = yield Sql(second, [args[n] for n in second_names], dict, user=uid, raw=True, last=True)
+            else:  # no longer above the switch point: the switching statement decides
+                yield COMMIT
+                large_known = False
+        elif known_vector is not None:
+            args["qvec"] = known_vector[0]
+        else:
+            args["qvec"] = (yield Call(self._embed, ([query],)))[0]
+        if rows is None and large_known:
             # Last seen above the switch point: the indexed shape alone, planned in 0.92 ms instead
             # of 1.31 (100k passages of one user). It returns no row unless the rows are still
             # above the switch, and then the switching statement decides: the hint picks the
@@ -417,19 +448,21 @@ _KEYWORD_REST = (
     " brought AS (SELECT ord, key FROM hits UNION SELECT common.ord, a.key FROM common CROSS JOIN all_common a),"
     " pre AS (SELECT brought.key FROM brought JOIN idf ON idf.ord = brought.ord"
     "   GROUP BY brought.key ORDER BY sum(idf.idf) DESC, brought.key LIMIT %(prepool)s),"
+)
+_KEYWORD_CANDIDATES = (
     " kw AS (SELECT x.{key} AS key,"
     "   (SELECT sum(idf.idf) FROM idf WHERE x.search_tsv @@ idf.tq) / (SELECT den FROM den) AS ks"
     "   FROM {tbl} x WHERE x.{key} IN (SELECT key FROM pre) AND ({where})"
     "   ORDER BY ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.{key} LIMIT %(pool)s),"
-    # vector half: the nearest rows through HNSW (the iterative scan, set per transaction,
-    # keeps a filter from starving the LIMIT)
-    " vec AS (SELECT {key} AS key FROM {tbl}"
-    "   WHERE embedding IS NOT NULL AND ({where}) ORDER BY embedding <=> %(qvec)s LIMIT %(pool)s)"
 )
+# vector half: the nearest rows through HNSW (the iterative scan, set per transaction,
+# keeps a filter from starving the LIMIT)
+_VEC_CTE = (" vec AS (SELECT {key} AS key FROM {tbl}"
+            "   WHERE embedding IS NOT NULL AND ({where}) ORDER BY embedding <=> %(qvec)s LIMIT %(pool)s)")
 
-KEYWORD_CTES = _N_CTE + _GIN_WORDS + _KEYWORD_REST
-POSTINGS_KEYWORD_CTES = _N_CTE + _POSTINGS_WORDS + _KEYWORD_REST
-STATS_KEYWORD_CTES = _STATS_N_CTE + _POSTINGS_WORDS + _KEYWORD_REST
+KEYWORD_CTES = _N_CTE + _GIN_WORDS + _KEYWORD_REST + _KEYWORD_CANDIDATES + _VEC_CTE
+POSTINGS_KEYWORD_CTES = _N_CTE + _POSTINGS_WORDS + _KEYWORD_REST + _KEYWORD_CANDIDATES + _VEC_CTE
+STATS_KEYWORD_CTES = _STATS_N_CTE + _POSTINGS_WORDS + _KEYWORD_REST + _KEYWORD_CANDIDATES + _VEC_CTE
 
 #: The per-user count table kept beside each postings table (migration 014).
 POSTINGS_COUNTS = {"knowledge_terms": "knowledge_stats"}
@@ -447,6 +480,41 @@ _SIMILAR_SELECT = (
     " FROM {tbl} x JOIN {cand} c ON c.key = x.{key}"
     " WHERE ({where}) AND (SELECT n FROM size) {cmp} %(switch)s"
 )
+
+# The indexed shape with postings and the user's count in two statements, for a read whose
+# query is still being embedded (``Ahead``): the keyword half needs no vector, so the server
+# runs it while the model embeds the query. The first scores the pre-ranked rows as ``kw``
+# does and returns the user's count, the words' tsqueries and IDFs in word order, the
+# denominator, and the rows ranked within ``pool`` by keyword signal alone, ties included
+# (``kw`` breaks them by distance, which only the second statement knows). The second
+# takes them as they are: ``kw`` and the fused select are those of the one statement, over
+# the same numbers. Both run in one repeatable-read transaction.
+_KEYWORD_AHEAD_FIRST = (
+    "WITH " + TERMS_CTE + ","
+    " lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq, term FROM terms WHERE %(hybrid)s),"
+    + _STATS_SIZE_CTE + "," + _STATS_N_CTE + _POSTINGS_WORDS + _KEYWORD_REST
+    + " scored AS (SELECT x.{key} AS key,"
+      "   (SELECT sum(idf.idf) FROM idf WHERE x.search_tsv @@ idf.tq) / (SELECT den FROM den) AS ks"
+      "   FROM {tbl} x WHERE x.{key} IN (SELECT key FROM pre) AND ({where}) AND (SELECT n FROM size) > %(switch)s),"
+      " ranked AS (SELECT key, ks, rank() OVER (ORDER BY ks DESC) AS r FROM scored)"
+      " SELECT (SELECT n FROM size) AS n, (SELECT den FROM den) AS den,"
+      "   ARRAY(SELECT tq::text FROM idf ORDER BY ord) AS tqs, ARRAY(SELECT idf FROM idf ORDER BY ord) AS idfs,"
+      "   ARRAY(SELECT key FROM ranked WHERE r <= %(pool)s ORDER BY key) AS keys,"
+      "   ARRAY(SELECT ks FROM ranked WHERE r <= %(pool)s ORDER BY key) AS kss"
+)
+_KEYWORD_AHEAD_SECOND = (
+    "WITH idf AS (SELECT t.ord, t.tq::tsquery AS tq, t.idf"
+    "   FROM unnest(%(tqs)s::text[], %(idfs)s::float8[]) WITH ORDINALITY AS t(tq, idf, ord)),"
+    " den AS (SELECT %(den)s::float8 AS den), size AS (SELECT %(n)s::numeric AS n),"
+    " kw AS (SELECT x.{key} AS key FROM unnest(%(keys)s::uuid[], %(kss)s::float8[]) AS k(key, ks)"
+    "   JOIN {tbl} x ON x.{key} = k.key AND ({where})"
+    "   ORDER BY k.ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.{key} LIMIT %(pool)s),"
+    + _VEC_CTE + ","
+    " i_cand AS (SELECT key FROM vec UNION SELECT key FROM kw)"
+    " SELECT * FROM (" + _SIMILAR_SELECT.replace("{cand}", "i_cand").replace("{idf}", "idf").replace("{den}", "den")
+    .replace("{cmp}", ">") + ") u"
+)
+
 
 def _similar_text(keyword_ctes: str, size_cte: str = _SIZE_CTE, *, large: bool = False) -> str:
     """The switching statement (both shapes, the branch run picked by ``size``), or with
@@ -476,6 +544,24 @@ _SIMILAR = {(kind, large): _similar_text(ctes, size, large=large)
             for kind, ctes, size in (("gin", KEYWORD_CTES, _SIZE_CTE), ("postings", POSTINGS_KEYWORD_CTES, _SIZE_CTE),
                                      ("stats", STATS_KEYWORD_CTES, _STATS_SIZE_CTE))
             for large in (False, True)}
+
+
+def _keyword_ahead(where: str, postings: str | None) -> bool:
+    """Whether a read's indexed shape can go in two statements (:data:`_KEYWORD_AHEAD_FIRST`): with
+    postings and the user's count, over the user's rows (the postings' table has uuid keys)."""
+    return where == USER_ROWS and postings in POSTINGS_COUNTS
+
+
+@functools.lru_cache(maxsize=16)
+def _ahead_query(table: str, where: str, columns: str, postings: str | None,
+                 which: int) -> tuple[str, tuple[str, ...]]:
+    """The first or second (``which``) statement of the indexed shape in two, numbered as
+    :func:`_similar_query` numbers the one statement."""
+    assert postings is not None and _keyword_ahead(where, postings)
+    text = _KEYWORD_AHEAD_FIRST if which == 1 else _KEYWORD_AHEAD_SECOND + _FUSED_ORDER
+    names = dict(key=sql.Identifier(key_name(table)), tbl=sql.Identifier(table), where=sql.SQL(where),
+                 cols=sql.SQL(columns), post=sql.Identifier(postings), stats=sql.Identifier(POSTINGS_COUNTS[postings]))
+    return numbered(sql.SQL(text).format(**names))  # a constant; values are bound
 
 
 def _hit(row_cls: type[T], row: dict[str, Any], weights: dict[str, float]) -> Hit[T]:

@@ -72,7 +72,7 @@ from psycopg import sql
 from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse_rankings
 from memory.retrieval.feedback import feedback
 from memory.retrieval.hits import Hit
-from memory.store.ops import Call, Op, Sql, numbered, run
+from memory.store.ops import COMMIT, Ahead, Call, Op, Sql, numbered, run
 from memory.tables.base import TERMS_CTE, SizeHints, Table, plans_for
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
@@ -247,14 +247,15 @@ _M_FILTERS = ("(m.created_at < %(until)s OR %(until)s::timestamptz IS NULL)"
 # shows (content, role, name, metadata: one primary-key probe each, kept apart by ``OFFSET
 # 0``; joined, the planner read all the user's rows to hash the candidates against them),
 # and come out in thread order, the order the ranking breaks ties by.
-_MSG_EXACT = """,
+_MSG_ROWS = """,
 me_rows AS MATERIALIZED (
     SELECT m.key, m.thread_id, m.created_at, m.d, m.live,
            lag(m.key) OVER w AS prev_id, lead(m.key) OVER w AS next_id
     FROM (SELECT m.id AS key, m.thread_id, m.created_at, m.embedding <=> %(qvec)s AS d,
                  coalesce(""" + _M_FILTERS + """, false) AS live
           FROM conversational_memory m WHERE """ + _M_THREAD + """ OFFSET 0) m
-    WINDOW w AS (PARTITION BY m.thread_id ORDER BY m.created_at, m.key)),
+    WINDOW w AS (PARTITION BY m.thread_id ORDER BY m.created_at, m.key))"""
+_MSG_KEYWORD = """,
 me_ctx AS MATERIALIZED (
     SELECT c.message_id AS key, c.context_tsv AS tsv FROM conversational_context c
     WHERE c.user_id = %(uid)s AND c.message_id NOT IN (SELECT key FROM me_rows WHERE NOT live)
@@ -279,6 +280,7 @@ me_kw_rows AS MATERIALIZED (
     FROM me_match m JOIN me_idf i ON i.ord = m.ord GROUP BY m.key
 ),
 me_kw AS (SELECT jsonb_object_agg(key::text, ks::text) AS ks FROM me_kw_rows)"""
+_MSG_EXACT = _MSG_ROWS + _MSG_KEYWORD
 
 # The indexed shape, for a user with many messages: bounded work whatever the history.
 # * vector: the nearest ``pool`` messages through HNSW (iterative scan keeps the user and
@@ -374,13 +376,32 @@ mi_rows AS MATERIALIZED (
 _SIZE = """,
 m_size AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS n)"""
 
+# The exact shape in two statements, for a search whose query is still being embedded
+# (``Ahead``): the keyword half needs no vector, so the server runs it while the model
+# embeds the query. The first (``_KEYWORD_FIRST``) reads which of the user's rows are live
+# (no distance, no neighbours) and scores them by keyword as above; it returns the keyword
+# scores (``me_kw``'s object, as text), the ``pool`` best ids by them and the user's message
+# count (the exact half does no work above the switch point: the search then sends the
+# switching statement). The second is the exact shape with both given (``_MSG_KW_GIVEN``).
+# Both run in one repeatable-read transaction: the rows the second reads are those the first scored.
+_KEYWORD_FIRST = ("WITH " + _HEAD + _SIZE + """,
+me_rows AS MATERIALIZED (
+    SELECT m.id AS key, coalesce(""" + _M_FILTERS + """, false) AS live
+    FROM conversational_memory m WHERE """ + _M_THREAD + """ AND (SELECT n FROM m_size) <= %(switch)s)"""
+    + _MSG_KEYWORD.replace("WHERE c.user_id = %(uid)s AND",
+                           "WHERE c.user_id = %(uid)s AND (SELECT n FROM m_size) <= %(switch)s AND", 1) + """
+SELECT (SELECT ks FROM me_kw)::text AS ks, (SELECT n FROM m_size) AS n,
+       ARRAY(SELECT key FROM me_kw_rows WHERE ks IS NOT NULL ORDER BY ks DESC, key LIMIT %(pool)s) AS top""")
+_MSG_KW_GIVEN = """,
+me_kw AS (SELECT %(kw)s::jsonb AS ks)"""
+
 # Every kind's rows come out with the same columns; a message brings the ids of the
 # turns before and after it in its thread, a summary the range of the messages it
 # replaced (the summary index) and the span it covers (``t0``/``t1``; NULL for a message:
 # its ``created_at``). ``spk``: the message's speaker is one of the names the query
 # mentions (``speakers``, found in Python among the user's speaker names). A message's
 # empty metadata comes back as NULL (read as ``{}``): no JSON to parse per row.
-_MSG_EXACT_SELECT = """
+_MSG_EXACT_FROM = """
 SELECT 'message' AS kind, r.key::text AS id, m.content, r.created_at, r.thread_id, m.summary_id, m.role, m.name,
        NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata,
        coalesce(1 - r.d, 0) AS vs,
@@ -391,8 +412,11 @@ FROM me_rows r CROSS JOIN LATERAL (SELECT m.content, m.summary_id, m.role, m.nam
     FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = r.key OFFSET 0) m
 WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE live AND d IS NOT NULL
                                    ORDER BY d, key LIMIT %(pool)s) v)
-       OR r.key IN (SELECT key FROM (SELECT key FROM me_kw_rows WHERE ks IS NOT NULL
+       OR """
+_MSG_EXACT_SELECT = _MSG_EXACT_FROM + """r.key IN (SELECT key FROM (SELECT key FROM me_kw_rows WHERE ks IS NOT NULL
                                      ORDER BY ks DESC, key LIMIT %(pool)s) k))"""
+#: The same, the keyword half's best ids given (the second statement of the exact shape in two).
+_MSG_GIVEN_SELECT = _MSG_EXACT_FROM + "r.key = ANY (%(kw_top)s::bigint[]))"
 
 #: The exact shape's rows in thread order (the ranking breaks ties of score by the order rows come in).
 _MSG_EXACT_ORDER = """
@@ -523,6 +547,12 @@ _LARGE_ROW = ("\nSELECT 'large', " + _MARK_HEAD + "0::float8, 0::float8" + _MARK
 _UNION = "\nUNION ALL"
 
 
+@functools.lru_cache(maxsize=1)
+def _keyword_first_query() -> tuple[str, tuple[str, ...]]:
+    """``_KEYWORD_FIRST`` numbered as :func:`_search_query` numbers the search statement."""
+    return numbered(sql.SQL(_KEYWORD_FIRST))
+
+
 @functools.lru_cache(maxsize=32)
 def _search_query(kinds: tuple[str, ...], shape: str = "auto") -> tuple[str, tuple[str, ...]]:
     """:func:`_search_statement` with PostgreSQL's own placeholders (``$1``...), and the
@@ -538,13 +568,18 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
     the exact shape alone, for a user last seen at or under it, which says so (``_LARGE_ROW``)
     if the user no longer is (planning the switching statement cost the server 1.4x the
     exact-only one at LoCoMo size; PostgreSQL plans it for its values five times per
-    connection before it keeps a generic plan, and a smaller plan starts faster every run).
+    connection before it keeps a generic plan, and a smaller plan starts faster every run);
+    or ``given``: the exact shape with its keyword half given (the second of
+    ``_KEYWORD_FIRST``'s two statements).
 
     Assembled from the literal blocks above (no text is formatted into them).
     """
     ctes = [_HEAD]
     selects = []
-    if "messages" in kinds:
+    if "messages" in kinds and shape == "given":
+        ctes.append(_MSG_ROWS + _MSG_KW_GIVEN)
+        selects.append("(" + _MSG_GIVEN_SELECT + _MSG_EXACT_ORDER + ")")
+    elif "messages" in kinds:
         if shape in ("exact", "auto", "small"):
             ctes.append(_MSG_EXACT)
         if shape in ("indexed", "auto", "large"):
@@ -722,19 +757,27 @@ class MemorySearch(Table):
             named, semantic = speakers_in(text, names)
             speakers = [n for n in names if n.casefold() in named]
             plans.append((span, text, lo, hi, speakers, semantic))
-        vectors = yield Call(self._embed, ([p[5] for p in plans],))
+        semantics = [p[5] for p in plans]
+        known = self._cached_vectors(semantics)
         s = self.settings
         pool = max(4 * k, 50)
-        stmt = _search_query(kinds, self._statement_shape(uid, kinds, shape))
-        params = [dict(uid=uid, tid=tid, since=lo, until=hi, qvec=qvec, pool=pool, prepool=PREPOOL * pool,
+        params = [dict(uid=uid, tid=tid, since=lo, until=hi, pool=pool, prepool=PREPOOL * pool,
                        speakers=speakers, nw=w.neighbour_weight, min_terms=w.min_terms, q=text,
                        max_terms=s.search_max_terms, cap=s.search_term_candidates, sample=s.search_sample_rows,
                        lookups=COMMON_LOOKUPS, switch=s.search_exact_max_rows,
                        filtered=tid is not None or lo is not None or hi is not None)
-                  for (_, text, lo, hi, speakers, _), qvec in zip(plans, vectors, strict=False)]
+                  for (_, text, lo, hi, speakers, _) in plans]
         planning = self._planning(uid, kinds, shape)
-        rows = yield from self._search_rows_op(stmt, params, planning)
-        if any(row["kind"] in ("small", "large") for row in rows[0]):
+        shaped = self._statement_shape(uid, kinds, shape)
+        stmt = _search_query(kinds, shaped)
+        if shaped == "small" and known is None:
+            # the keyword half runs while the queries are embedded (the rows are those ``stmt`` finds)
+            rows = yield from self._keyword_ahead_op(kinds, params, Call(self._embed, (semantics,)), planning)
+        else:
+            for p, qvec in zip(params, known or (yield Call(self._embed, (semantics,))), strict=True):
+                p["qvec"] = qvec
+            rows = yield from self._search_rows_op(stmt, params, planning)
+        if rows is None or any(row["kind"] in ("small", "large") for row in rows[0]):
             # The user is not on the side of the switch point the statement was sent for (the
             # history crossed it since it was seen, or an unseen user is large): the switching
             # statement decides, planned for its values.
@@ -749,6 +792,30 @@ class MemorySearch(Table):
                 self._sizes.put(uid, int(row["vs"]))
         return [[_candidate(row, span) for row in found if row["kind"] not in ("pending", "size", "small", "large")]
                 for (span, *_), found in zip(plans, rows, strict=False)]
+
+    def _keyword_ahead_op(self, kinds: tuple[str, ...], params: Sequence[dict[str, Any]], embed: Call,
+                          planning: str | None) -> Op[list[list[dict[str, Any]]] | None]:
+        """The exact shape in two statements (``_KEYWORD_FIRST``): the keyword half goes out
+        before the queries are embedded and runs while they are (``Ahead``), then the rest with
+        its results; each query's rows, or None (and the transaction ended) when the user's
+        history is above the switch point, for the switching statement to search. Sets each
+        query's ``qvec`` in ``params``."""
+        uid = params[0]["uid"]
+        first, first_names = _keyword_first_query()
+        yield from self._search_settings_op(uid, planning, snapshot=True)
+        vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict, fetch="one", user=uid,
+                                                raw=True) for p in params), embed)
+        for p, qvec, got in zip(params, vectors, firsts, strict=True):
+            p.update(qvec=qvec, kw=got["ks"], kw_top=got["top"])
+        if firsts[0]["n"] > self.settings.search_exact_max_rows:
+            yield COMMIT
+            return None
+        text, names = _search_query(kinds, "given")
+        rows = []
+        for i, p in enumerate(params):
+            rows.append((yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True, last=i == len(params) - 1)))
+        self._sizes.put(uid, int(firsts[0]["n"]))
+        return rows
 
     def _statement_shape(self, uid: str, kinds: tuple[str, ...], shape: str) -> str:
         """``large`` (the indexed shape alone, checking the user's size itself) for a user
