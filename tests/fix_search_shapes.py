@@ -21,10 +21,11 @@ def one_conn(settings: Settings) -> Iterator[MemoryManager]:
 
 
 #: Text that only one of search_memory's statements holds: the exact-only one (its row saying the
-#: user is large now), the indexed-only one (saying small), and the exact shape in two statements:
+#: user is large now), the indexed-only one (saying small), and each shape in two statements:
 #: the keyword half sent ahead of the embedding, then the rest with its results.
 EXACT_ONLY, INDEXED_ONLY = "SELECT 'large'", "SELECT 'small'"
 KEYWORD_FIRST, KEYWORD_GIVEN = "ARRAY(SELECT key FROM me_kw_rows", "::jsonb AS ks)"
+INDEXED_FIRST, INDEXED_GIVEN = "mk_top AS (", "mi_top AS (SELECT * FROM unnest("
 
 
 def statement_runs(mm: MemoryManager, marker: str) -> int:

@@ -150,7 +150,7 @@ def test_a_search_of_a_small_history_runs_its_keyword_half_while_the_query_is_em
         # the first: the transaction's opening (both statements read one state) and the keyword
         # half, whose row is its scores, the user's message count and the best ids
         assert "BEGIN" in first and f"SET LOCAL agentmem.user_id = '{user}'" in first and "REPEATABLE READ" in first
-        assert '"ks"' in first and '"top"' in first and '"vs"' not in first, first
+        assert '"kw"' in first and '"kw_top"' in first and '"vs"' not in first, first
         assert '"vs"' in second and "COMMIT" in second and "BEGIN" not in second, second  # the hits, then COMMIT
         assert hits[0].item.content == TURNS[0]
         assert [(h.item.id, h.score) for h in hits] == \

@@ -16,7 +16,8 @@ import psycopg
 
 from memory import MemoryManager
 
-from fix_search_shapes import INDEXED_ONLY, one_conn, statement_runs  # noqa: F401  (one_conn: a fixture)
+from fix_search_shapes import one_conn  # noqa: F401  (a fixture)
+from fix_search_shapes import INDEXED_FIRST, INDEXED_GIVEN, INDEXED_ONLY, statement_runs
 
 MARKER = INDEXED_ONLY  # the statement these tests count
 
@@ -45,10 +46,12 @@ def test_a_large_history_is_searched_by_the_indexed_only_statement_with_the_same
                                                                                       user: str) -> None:
     mm = one_conn
     write(mm, user, 30)
-    first = found(mm.search_memory(QUERIES[0], user_id=user, k=8))  # unseen: exact-only, then switching
-    assert statement_runs(mm, MARKER) == 0
+    first = found(mm.search_memory(QUERIES[0], user_id=user, k=8))  # unseen: exact keyword half, then switching
+    assert [statement_runs(mm, s) for s in (MARKER, INDEXED_FIRST, INDEXED_GIVEN)] == [0, 0, 0]
+    # seen large: the first query's vector is cached now, so the indexed-only statement alone;
+    # the others' keyword halves go out while their queries are embedded, then the rest
     again = {q: found(mm.search_memory(q, user_id=user, k=8)) for q in QUERIES}
-    assert statement_runs(mm, MARKER) == len(QUERIES)
+    assert [statement_runs(mm, s) for s in (MARKER, INDEXED_FIRST, INDEXED_GIVEN)] == [1] + [len(QUERIES) - 1] * 2
     assert again[QUERIES[0]] == first and all(again.values())
     assert again == {q: found(mm.search_memory(q, user_id=user, k=8, shape="indexed")) for q in QUERIES}
 
@@ -65,7 +68,9 @@ def test_a_history_fallen_under_the_switch_since_the_last_search_is_searched_exa
         hits = mm.search_memory(q, user_id=user, k=8)
         assert hits and found(hits) == found(mm.search_memory(q, user_id=user, k=8, shape="exact")), q
         assert {h.item.message_id for h in hits} <= set(ids[:8])
-    assert statement_runs(mm, MARKER) >= 1  # it was sent, said the user is small now, and the search ran again
+    # the first search's keyword half (the indexed shape's) said the user is small now, and the switching
+    # statement searched; the next searches knew it
+    assert [statement_runs(mm, s) for s in (INDEXED_FIRST, INDEXED_GIVEN)] == [1, 0]
 
 
 def test_one_users_large_history_never_changes_another_users_search(one_conn: MemoryManager, user: str) -> None:

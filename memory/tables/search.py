@@ -307,7 +307,7 @@ _MSG_EXACT = _MSG_ROWS + _MSG_KEYWORD
 #   instead of one per scored row, 0.5 ms of a 12 ms statement at 100k messages of one
 #   user); ties, here and in the pre-ranking, go to the lower id, as in the exact shape.
 #   With a thread or time filter (``filtered``) the pre-ranked rows are filtered first.
-_MSG_INDEXED = """,
+_MSG_IDX_WORDS = """,
 mi_n AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS n),
 mi_sample AS MATERIALIZED (SELECT context_tsv AS tsv FROM conversational_context WHERE user_id = %(uid)s
                            ORDER BY message_id LIMIT %(sample)s),
@@ -336,11 +336,13 @@ mi_idf AS MATERIALIZED (
 mi_den AS (
     SELECT nullif(greatest((SELECT sum(idf) FROM mi_idf),
                            %(min_terms)s * ln(1 + ((SELECT n FROM mi_n) + 0.5) / 0.5)), 0)::float8 AS den
-),
+)"""
+_MSG_IDX_VEC = """,
 mi_vec AS (
     SELECT m.id AS key FROM conversational_memory m
     WHERE """ + _M_WHERE + """ AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qvec)s LIMIT %(pool)s
-),
+)"""
+_MSG_IDX_SCORED = """,
 mi_pre AS (
     SELECT key FROM mi_vec UNION SELECT key FROM (
         SELECT h.message_id AS key FROM mi_hits h JOIN mi_idf i ON i.ord = h.ord
@@ -354,7 +356,8 @@ mi_kw AS (
             FROM mi_idf i WHERE c.context_tsv @@ i.tq)
            / (SELECT den FROM mi_den) AS ks
     FROM conversational_context c JOIN mi_pre ON mi_pre.key = c.message_id AND c.user_id = %(uid)s
-),
+)"""
+_MSG_IDX_ROWS = """,
 mi_cand AS (
     SELECT key FROM mi_vec
     UNION SELECT key FROM (
@@ -371,6 +374,7 @@ mi_rows AS MATERIALIZED (
         WHERE p.user_id = %(uid)s AND p.thread_id = m.thread_id AND (p.created_at, p.id) < (m.created_at, m.id)
         ORDER BY p.created_at DESC, p.id DESC LIMIT 1) prev ON true
 )"""
+_MSG_INDEXED = _MSG_IDX_WORDS + _MSG_IDX_VEC + _MSG_IDX_SCORED + _MSG_IDX_ROWS
 
 #: The user's message count (kept on write, migration 012), to pick the exact or indexed shape.
 _SIZE = """,
@@ -380,7 +384,7 @@ m_size AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user
 # (``Ahead``): the keyword half needs no vector, so the server runs it while the model
 # embeds the query. The first (``_KEYWORD_FIRST``) reads which of the user's rows are live
 # (no distance, no neighbours) and scores them by keyword as above; it returns the keyword
-# scores (``me_kw``'s object, as text), the ``pool`` best ids by them and the user's message
+# scores (``me_kw``'s object, as text: ``kw``), the ``pool`` best ids by them and the user's message
 # count (the exact half does no work above the switch point: the search then sends the
 # switching statement). The second is the exact shape with both given (``_MSG_KW_GIVEN``).
 # Both run in one repeatable-read transaction: the rows the second reads are those the first scored.
@@ -390,10 +394,56 @@ me_rows AS MATERIALIZED (
     FROM conversational_memory m WHERE """ + _M_THREAD + """ AND (SELECT n FROM m_size) <= %(switch)s)"""
     + _MSG_KEYWORD.replace("WHERE c.user_id = %(uid)s AND",
                            "WHERE c.user_id = %(uid)s AND (SELECT n FROM m_size) <= %(switch)s AND", 1) + """
-SELECT (SELECT ks FROM me_kw)::text AS ks, (SELECT n FROM m_size) AS n,
-       ARRAY(SELECT key FROM me_kw_rows WHERE ks IS NOT NULL ORDER BY ks DESC, key LIMIT %(pool)s) AS top""")
+SELECT (SELECT ks FROM me_kw)::text AS kw, (SELECT n FROM m_size) AS n,
+       ARRAY(SELECT key FROM me_kw_rows WHERE ks IS NOT NULL ORDER BY ks DESC, key LIMIT %(pool)s) AS kw_top""")
 _MSG_KW_GIVEN = """,
 me_kw AS (SELECT %(kw)s::jsonb AS ks)"""
+
+# The indexed shape in two statements likewise, for a user last seen above the switch
+# point. The first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and
+# scores the rows they bring as above, and returns the user's message count, the words'
+# tsqueries and IDFs in the order the scores sum them, the denominator, and the ``pool``
+# best of those rows by keyword score that pass the filters. The second takes them
+# (``_MSG_IDX_GIVEN``): the nearest rows get their keyword score from the same numbers, and
+# the keyword candidates are the ``pool`` best of both, as in the one statement (a row of
+# the first's not among its ``pool`` best has that many better ones there).
+_INDEXED_FIRST = ("WITH " + _HEAD + _SIZE + _MSG_IDX_WORDS + """,
+mk_pre AS (
+    SELECT h.message_id AS key FROM mi_hits h JOIN mi_idf i ON i.ord = h.ord
+    WHERE NOT %(filtered)s OR EXISTS (
+        SELECT 1 FROM conversational_memory m WHERE m.id = h.message_id AND """ + _M_WHERE + """)
+    GROUP BY h.message_id ORDER BY sum(i.idf) DESC, h.message_id LIMIT %(prepool)s
+),
+mk_top AS (
+    SELECT k.key, k.ks FROM (
+        SELECT c.message_id AS key,
+               (SELECT sum(i.idf * CASE WHEN c.context_tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END)
+                FROM mi_idf i WHERE c.context_tsv @@ i.tq) / (SELECT den FROM mi_den) AS ks
+        FROM conversational_context c JOIN mk_pre ON mk_pre.key = c.message_id AND c.user_id = %(uid)s
+        OFFSET 0) k
+    WHERE k.ks > 0 AND EXISTS (SELECT 1 FROM conversational_memory m WHERE m.id = k.key AND """ + _M_WHERE + """)
+    ORDER BY k.ks DESC, k.key LIMIT %(pool)s
+)
+SELECT (SELECT n FROM m_size) AS n, (SELECT den FROM mi_den) AS den, ARRAY(SELECT tq::text FROM mi_idf) AS tqs,
+       ARRAY(SELECT tq_a::text FROM mi_idf) AS tqas, ARRAY(SELECT idf FROM mi_idf) AS idfs,
+       ARRAY(SELECT key FROM mk_top) AS keys, ARRAY(SELECT ks FROM mk_top) AS kss""")
+_MSG_IDX_GIVEN = """,
+mi_idf AS MATERIALIZED (
+    SELECT t.ord, t.tq::tsquery AS tq, t.tq_a::tsquery AS tq_a, t.idf
+    FROM unnest(%(tqs)s::text[], %(tqas)s::text[], %(idfs)s::float8[]) WITH ORDINALITY AS t(tq, tq_a, idf, ord)
+),
+mi_den AS (SELECT %(den)s::float8 AS den)""" + _MSG_IDX_VEC + """,
+mi_top AS (SELECT * FROM unnest(%(keys)s::bigint[], %(kss)s::float8[]) AS t(key, ks)),
+mi_kw AS (
+    SELECT key, ks FROM mi_top
+    UNION ALL
+    SELECT c.message_id AS key,
+           (SELECT sum(i.idf * CASE WHEN c.context_tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END)
+            FROM mi_idf i WHERE c.context_tsv @@ i.tq)
+           / (SELECT den FROM mi_den) AS ks
+    FROM conversational_context c JOIN mi_vec ON mi_vec.key = c.message_id AND c.user_id = %(uid)s
+    WHERE c.message_id NOT IN (SELECT key FROM mi_top)
+)""" + _MSG_IDX_ROWS
 
 # Every kind's rows come out with the same columns; a message brings the ids of the
 # turns before and after it in its thread, a summary the range of the messages it
@@ -418,7 +468,8 @@ _MSG_EXACT_SELECT = _MSG_EXACT_FROM + """r.key IN (SELECT key FROM (SELECT key F
 #: The same, the keyword half's best ids given (the second statement of the exact shape in two).
 _MSG_GIVEN_SELECT = _MSG_EXACT_FROM + "r.key = ANY (%(kw_top)s::bigint[]))"
 
-#: The exact shape's rows in thread order (the ranking breaks ties of score by the order rows come in).
+#: A shape's rows in thread order (the ranking breaks ties of score by the order rows come in,
+#: so every statement of either shape sends them in this one).
 _MSG_EXACT_ORDER = """
 ORDER BY r.thread_id COLLATE "C", r.created_at, r.key"""
 
@@ -547,10 +598,11 @@ _LARGE_ROW = ("\nSELECT 'large', " + _MARK_HEAD + "0::float8, 0::float8" + _MARK
 _UNION = "\nUNION ALL"
 
 
-@functools.lru_cache(maxsize=1)
-def _keyword_first_query() -> tuple[str, tuple[str, ...]]:
-    """``_KEYWORD_FIRST`` numbered as :func:`_search_query` numbers the search statement."""
-    return numbered(sql.SQL(_KEYWORD_FIRST))
+@functools.lru_cache(maxsize=2)
+def _keyword_first_query(shape: str) -> tuple[str, tuple[str, ...]]:
+    """The first of the two statements of the exact (``small``) or indexed (``large``) shape,
+    numbered as :func:`_search_query` numbers the search statement."""
+    return numbered(sql.SQL(_KEYWORD_FIRST if shape == "small" else _INDEXED_FIRST))
 
 
 @functools.lru_cache(maxsize=32)
@@ -570,7 +622,8 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
     exact-only one at LoCoMo size; PostgreSQL plans it for its values five times per
     connection before it keeps a generic plan, and a smaller plan starts faster every run);
     or ``given``: the exact shape with its keyword half given (the second of
-    ``_KEYWORD_FIRST``'s two statements).
+    ``_KEYWORD_FIRST``'s two statements); ``large-given`` the indexed one likewise
+    (``_INDEXED_FIRST``'s).
 
     Assembled from the literal blocks above (no text is formatted into them).
     """
@@ -579,6 +632,9 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
     if "messages" in kinds and shape == "given":
         ctes.append(_MSG_ROWS + _MSG_KW_GIVEN)
         selects.append("(" + _MSG_GIVEN_SELECT + _MSG_EXACT_ORDER + ")")
+    elif "messages" in kinds and shape == "large-given":
+        ctes.append(_MSG_IDX_GIVEN)
+        selects.append("(" + _MSG_INDEXED_SELECT + _MSG_EXACT_ORDER + ")")
     elif "messages" in kinds:
         if shape in ("exact", "auto", "small"):
             ctes.append(_MSG_EXACT)
@@ -590,10 +646,11 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
             selects.append("(" + _MSG_EXACT_SELECT + " AND (SELECT n FROM m_size) <= %(switch)s"
                            + _MSG_EXACT_ORDER + ")")
         if shape in ("auto", "large"):
-            selects.append(_MSG_INDEXED_SELECT + " AND (SELECT n FROM m_size) > %(switch)s")
+            selects.append("(" + _MSG_INDEXED_SELECT + " AND (SELECT n FROM m_size) > %(switch)s"
+                           + _MSG_EXACT_ORDER + ")")
         elif shape != "small":
-            selects.append("(" + _MSG_EXACT_SELECT + _MSG_EXACT_ORDER + ")" if shape == "exact"
-                           else _MSG_INDEXED_SELECT)
+            selects.append("(" + (_MSG_EXACT_SELECT if shape == "exact" else _MSG_INDEXED_SELECT)
+                           + _MSG_EXACT_ORDER + ")")
     if "summaries" in kinds:
         ctes.append(_SUMMARIES)
         selects.append(_SUMMARIES_SELECT)
@@ -770,9 +827,10 @@ class MemorySearch(Table):
         planning = self._planning(uid, kinds, shape)
         shaped = self._statement_shape(uid, kinds, shape)
         stmt = _search_query(kinds, shaped)
-        if shaped == "small" and known is None:
+        if shaped in ("small", "large") and known is None:
             # the keyword half runs while the queries are embedded (the rows are those ``stmt`` finds)
-            rows = yield from self._keyword_ahead_op(kinds, params, Call(self._embed, (semantics,)), planning)
+            rows = yield from self._keyword_ahead_op(kinds, shaped, params, Call(self._embed, (semantics,)),
+                                                     planning)
         else:
             for p, qvec in zip(params, known or (yield Call(self._embed, (semantics,))), strict=True):
                 p["qvec"] = qvec
@@ -793,24 +851,25 @@ class MemorySearch(Table):
         return [[_candidate(row, span) for row in found if row["kind"] not in ("pending", "size", "small", "large")]
                 for (span, *_), found in zip(plans, rows, strict=False)]
 
-    def _keyword_ahead_op(self, kinds: tuple[str, ...], params: Sequence[dict[str, Any]], embed: Call,
-                          planning: str | None) -> Op[list[list[dict[str, Any]]] | None]:
-        """The exact shape in two statements (``_KEYWORD_FIRST``): the keyword half goes out
-        before the queries are embedded and runs while they are (``Ahead``), then the rest with
-        its results; each query's rows, or None (and the transaction ended) when the user's
-        history is above the switch point, for the switching statement to search. Sets each
-        query's ``qvec`` in ``params``."""
+    def _keyword_ahead_op(self, kinds: tuple[str, ...], shaped: str, params: Sequence[dict[str, Any]],
+                          embed: Call, planning: str | None) -> Op[list[list[dict[str, Any]]] | None]:
+        """The exact (``shaped`` "small") or indexed ("large") shape in two statements
+        (``_KEYWORD_FIRST``, ``_INDEXED_FIRST``): the keyword half goes out before the queries
+        are embedded and runs while they are (``Ahead``), then the rest with its results (the
+        first's columns are the second's parameters); each query's rows, or None (and the
+        transaction ended) when the user's history is no longer on that side of the switch
+        point, for the switching statement to search. Sets each query's ``qvec`` in ``params``."""
         uid = params[0]["uid"]
-        first, first_names = _keyword_first_query()
+        first, first_names = _keyword_first_query(shaped)
         yield from self._search_settings_op(uid, planning, snapshot=True)
         vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict, fetch="one", user=uid,
                                                 raw=True) for p in params), embed)
         for p, qvec, got in zip(params, vectors, firsts, strict=True):
-            p.update(qvec=qvec, kw=got["ks"], kw_top=got["top"])
-        if firsts[0]["n"] > self.settings.search_exact_max_rows:
+            p.update(got, qvec=qvec)
+        if (firsts[0]["n"] > self.settings.search_exact_max_rows) != (shaped == "large"):
             yield COMMIT
             return None
-        text, names = _search_query(kinds, "given")
+        text, names = _search_query(kinds, "given" if shaped == "small" else "large-given")
         rows = []
         for i, p in enumerate(params):
             rows.append((yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True, last=i == len(params) - 1)))
