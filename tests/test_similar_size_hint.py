@@ -88,14 +88,20 @@ def test_a_large_store_is_read_by_the_indexed_only_statement_with_the_same_hits(
     assert again == {q: found(mm, q, user, shape="indexed") for q in QUERIES}
 
 
+def shrunk(mm: MemoryManager, user: str) -> list[str]:
+    """30 passages, read once (seen above the switch point), then all but the first 8 deleted by the owner."""
+    ids = write(mm, user, 30)
+    found(mm, QUERIES[0], user)
+    with psycopg.connect(mm.db.conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s AND NOT id = ANY (%s::uuid[])").format(
+            sql.Identifier(mm.db.schema, "knowledge_memory")), (user, ids[:8]))
+    return ids
+
+
 def test_a_store_fallen_under_the_switch_since_the_last_read_is_read_exactly(one_conn: MemoryManager,
                                                                             user: str) -> None:
     mm = one_conn
-    ids = write(mm, user, 30)
-    found(mm, QUERIES[0], user)  # seen with 30 passages
-    with psycopg.connect(mm.db.conninfo, autocommit=True) as conn:  # the owner keeps 8 of them
-        conn.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s AND NOT id = ANY (%s::uuid[])").format(
-            sql.Identifier(mm.db.schema, "knowledge_memory")), (user, ids[:8]))
+    ids = shrunk(mm, user)
     switching = runs(mm, large=False)
     hits = found(mm, QUERIES[0], user)
     assert runs(mm, large=True) == 1 and runs(mm, large=False) == switching + 1  # sent, found nothing, ran again
@@ -109,11 +115,7 @@ def test_a_store_fallen_under_the_switch_since_the_last_read_is_read_exactly(one
 def test_a_store_fallen_under_the_switch_is_read_exactly_when_its_keyword_half_goes_ahead(
         one_conn: MemoryManager, user: str) -> None:
     mm = one_conn
-    ids = write(mm, user, 30)
-    found(mm, QUERIES[0], user)  # seen with 30 passages
-    with psycopg.connect(mm.db.conninfo, autocommit=True) as conn:  # the owner keeps 8 of them
-        conn.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s AND NOT id = ANY (%s::uuid[])").format(
-            sql.Identifier(mm.db.schema, "knowledge_memory")), (user, ids[:8]))
+    ids = shrunk(mm, user)
     switching = runs(mm, large=False)
     hits = found(mm, QUERIES[1], user)  # not embedded yet: the keyword half first, which counts 8
     assert ahead_runs(mm) == (1, 0) and runs(mm, large=False) == switching + 1
