@@ -480,6 +480,9 @@ _SIMILAR_SELECT = (
     " FROM {tbl} x JOIN {cand} c ON c.key = x.{key}"
     " WHERE ({where}) AND (SELECT n FROM size) {cmp} %(switch)s"
 )
+#: The indexed shape's rows (its candidates ``i_cand``, weights ``idf`` and ``den``), above the switch point.
+_INDEXED_SELECT = (_SIMILAR_SELECT.replace("{cand}", "i_cand").replace("{idf}", "idf").replace("{den}", "den")
+                   .replace("{cmp}", ">"))
 
 # The indexed shape with postings and the user's count in two statements, for a read whose
 # query is still being embedded (``Ahead``): the keyword half needs no vector, so the server
@@ -511,8 +514,7 @@ _KEYWORD_AHEAD_SECOND = (
     "   ORDER BY k.ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.{key} LIMIT %(pool)s),"
     + _VEC_CTE + ","
     " i_cand AS (SELECT key FROM vec UNION SELECT key FROM kw)"
-    " SELECT * FROM (" + _SIMILAR_SELECT.replace("{cand}", "i_cand").replace("{idf}", "idf").replace("{den}", "den")
-    .replace("{cmp}", ">") + ") u"
+    " SELECT * FROM (" + _INDEXED_SELECT + ") u"
 )
 
 
@@ -528,9 +530,7 @@ def _similar_text(keyword_ctes: str, size_cte: str = _SIZE_CTE, *, large: bool =
             " i_cand AS (SELECT key FROM vec UNION SELECT key FROM kw)"
             " SELECT * FROM ("
             + ("" if large else exact)
-            + _SIMILAR_SELECT.replace("{cand}", "i_cand").replace("{idf}", "idf").replace("{den}", "den")
-            .replace("{cmp}", ">")
-            + ") u" + _FUSED_ORDER)
+            + _INDEXED_SELECT + ") u" + _FUSED_ORDER)
 
 
 #: The fusion (:func:`memory.retrieval.fusion.fuse` of the two signals, in the same float8

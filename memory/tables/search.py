@@ -337,6 +337,10 @@ mi_den AS (
     SELECT nullif(greatest((SELECT sum(idf) FROM mi_idf),
                            %(min_terms)s * ln(1 + ((SELECT n FROM mi_n) + 0.5) / 0.5)), 0)::float8 AS den
 )"""
+#: A row's keyword score in the indexed shape (``c``: its keyword window), from ``mi_idf`` and ``mi_den``.
+_MI_SCORE = """(SELECT sum(i.idf * CASE WHEN c.context_tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END)
+            FROM mi_idf i WHERE c.context_tsv @@ i.tq)
+           / (SELECT den FROM mi_den)"""
 _MSG_IDX_VEC = """,
 mi_vec AS (
     SELECT m.id AS key FROM conversational_memory m
@@ -352,9 +356,7 @@ mi_pre AS (
 ),
 mi_kw AS (
     SELECT c.message_id AS key,
-           (SELECT sum(i.idf * CASE WHEN c.context_tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END)
-            FROM mi_idf i WHERE c.context_tsv @@ i.tq)
-           / (SELECT den FROM mi_den) AS ks
+           """ + _MI_SCORE + """ AS ks
     FROM conversational_context c JOIN mi_pre ON mi_pre.key = c.message_id AND c.user_id = %(uid)s
 )"""
 _MSG_IDX_ROWS = """,
@@ -416,9 +418,7 @@ mk_pre AS (
 ),
 mk_top AS (
     SELECT k.key, k.ks FROM (
-        SELECT c.message_id AS key,
-               (SELECT sum(i.idf * CASE WHEN c.context_tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END)
-                FROM mi_idf i WHERE c.context_tsv @@ i.tq) / (SELECT den FROM mi_den) AS ks
+        SELECT c.message_id AS key, """ + _MI_SCORE + """ AS ks
         FROM conversational_context c JOIN mk_pre ON mk_pre.key = c.message_id AND c.user_id = %(uid)s
         OFFSET 0) k
     WHERE k.ks > 0 AND EXISTS (SELECT 1 FROM conversational_memory m WHERE m.id = k.key AND """ + _M_WHERE + """)
@@ -438,9 +438,7 @@ mi_kw AS (
     SELECT key, ks FROM mi_top
     UNION ALL
     SELECT c.message_id AS key,
-           (SELECT sum(i.idf * CASE WHEN c.context_tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END)
-            FROM mi_idf i WHERE c.context_tsv @@ i.tq)
-           / (SELECT den FROM mi_den) AS ks
+           """ + _MI_SCORE + """ AS ks
     FROM conversational_context c JOIN mi_vec ON mi_vec.key = c.message_id AND c.user_id = %(uid)s
     WHERE c.message_id NOT IN (SELECT key FROM mi_top)
 )""" + _MSG_IDX_ROWS
