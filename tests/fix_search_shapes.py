@@ -25,13 +25,15 @@ def one_conn(settings: Settings) -> Iterator[MemoryManager]:
 #: the keyword half sent ahead of the embedding, then the rest with its results.
 EXACT_ONLY, INDEXED_ONLY = "SELECT 'large'", "SELECT 'small'"
 KEYWORD_FIRST, KEYWORD_GIVEN = "ARRAY(SELECT key FROM me_kw_rows", "::jsonb AS ks)"
-INDEXED_FIRST, INDEXED_GIVEN = "mk_top AS (", "mi_top AS (SELECT * FROM unnest("
+INDEXED_FIRST, INDEXED_REST = "mk_top AS (", "SELECT 'distance'"
 
 
-def statement_runs(mm: MemoryManager, marker: str) -> int:
-    """How many times the pooled connection ran the search statement holding ``marker`` (above)."""
+def statement_runs(mm: MemoryManager, marker: str, *also: str) -> int:
+    """How many times the pooled connection ran the search statements holding ``marker`` (above), and
+    ``also`` each of these texts."""
     with mm.db.pool.connection() as conn:
         row = conn.execute("SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements"
-                           " WHERE statement LIKE 'WITH terms AS%%' AND strpos(statement, %s) > 0", (marker,)
-                           ).fetchone()
+                           " WHERE statement LIKE 'WITH terms AS%%'"
+                           " AND (SELECT bool_and(strpos(statement, m) > 0) FROM unnest(%s::text[]) AS m)",
+                           ([marker, *also],)).fetchone()
     return int(row[0]) if row else 0

@@ -359,6 +359,11 @@ mi_kw AS (
            """ + _MI_SCORE + """ AS ks
     FROM conversational_context c JOIN mi_pre ON mi_pre.key = c.message_id AND c.user_id = %(uid)s
 )"""
+#: The turn just before a message ``m`` in its thread (``prev.id``), through the thread index.
+_PREV_TURN = """
+    LEFT JOIN LATERAL (SELECT p.id FROM conversational_memory p
+        WHERE p.user_id = %(uid)s AND p.thread_id = m.thread_id AND (p.created_at, p.id) < (m.created_at, m.id)
+        ORDER BY p.created_at DESC, p.id DESC LIMIT 1) prev ON true"""
 _MSG_IDX_ROWS = """,
 mi_cand AS (
     SELECT key FROM mi_vec
@@ -371,16 +376,20 @@ mi_rows AS MATERIALIZED (
     SELECT m.id AS key, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
            nullif(m.metadata, '{}') AS metadata, coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs,
            coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk, prev.id AS prev
-    FROM mi_cand JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_cand.key
-    LEFT JOIN LATERAL (SELECT p.id FROM conversational_memory p
-        WHERE p.user_id = %(uid)s AND p.thread_id = m.thread_id AND (p.created_at, p.id) < (m.created_at, m.id)
-        ORDER BY p.created_at DESC, p.id DESC LIMIT 1) prev ON true
+    FROM mi_cand JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_cand.key""" + _PREV_TURN + """
 )"""
 _MSG_INDEXED = _MSG_IDX_WORDS + _MSG_IDX_VEC + _MSG_IDX_SCORED + _MSG_IDX_ROWS
 
 #: The user's message count (kept on write, migration 012), to pick the exact or indexed shape.
 _SIZE = """,
 m_size AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS n)"""
+
+# Marker rows (not hits): a kind, the one number they carry in ``vs``, and NULL in every
+# other column of the union's row type.
+_MARK_COLS = ("NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,"
+              " NULL::timestamptz, NULL::timestamptz, NULL::jsonb, ")  # content .. metadata
+_MARK_HEAD = "NULL::text, " + _MARK_COLS  # id, then those
+_MARK_TAIL = ", NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false"
 
 # The exact shape in two statements, for a search whose query is still being embedded
 # (``Ahead``): the keyword half needs no vector, so the server runs it while the model
@@ -403,12 +412,18 @@ me_kw AS (SELECT %(kw)s::jsonb AS ks)"""
 
 # The indexed shape in two statements likewise, for a user last seen above the switch
 # point. The first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and
-# scores the rows they bring as above, and returns the user's message count, the words'
-# tsqueries and IDFs in the order the scores sum them, the denominator, and the ``pool``
-# best of those rows by keyword score that pass the filters. The second takes them
-# (``_MSG_IDX_GIVEN``): the nearest rows get their keyword score from the same numbers, and
-# the keyword candidates are the ``pool`` best of both, as in the one statement (a row of
-# the first's not among its ``pool`` best has that many better ones there).
+# scores the rows they bring as above, and returns a head row (the user's message count, the
+# words' tsqueries and IDFs in the order the scores sum them, the denominator, whether
+# messages wait for their embedding and whether the user has summaries or facts at all) and
+# the ``pool`` best of those rows by keyword score that pass the filters, each with the
+# columns a hit shows and the turn before it: everything but its distance to the query. The
+# second (``_MSG_IDX_REST``) is what needs the vector: the nearest rows, each with those
+# columns and its keyword score from the same numbers, and the distance of each of the
+# first's rows. The keyword candidates are the ``pool`` best of both by keyword score, as in
+# the one statement (a row of the first's not among its ``pool`` best has that many better
+# ones there), chosen in Python (:func:`_indexed_rows`), which also sets ``next_id`` as the
+# one statement does. The summaries' and facts' halves go in the second statement only for a
+# user who has any.
 _INDEXED_FIRST = ("WITH " + _HEAD + _SIZE + _MSG_IDX_WORDS + """,
 mk_pre AS (
     SELECT h.message_id AS key FROM mi_hits h JOIN mi_idf i ON i.ord = h.ord
@@ -424,24 +439,40 @@ mk_top AS (
     WHERE k.ks > 0 AND EXISTS (SELECT 1 FROM conversational_memory m WHERE m.id = k.key AND """ + _M_WHERE + """)
     ORDER BY k.ks DESC, k.key LIMIT %(pool)s
 )
-SELECT (SELECT n FROM m_size) AS n, (SELECT den FROM mi_den) AS den, ARRAY(SELECT tq::text FROM mi_idf) AS tqs,
-       ARRAY(SELECT tq_a::text FROM mi_idf) AS tqas, ARRAY(SELECT idf FROM mi_idf) AS idfs,
-       ARRAY(SELECT key FROM mk_top) AS keys, ARRAY(SELECT ks FROM mk_top) AS kss""")
-_MSG_IDX_GIVEN = """,
+SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
+       NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata, NULL::float8 AS vs,
+       t.ks, prev.id AS prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
+       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,
+       NULL::bigint AS n, NULL::float8 AS den, NULL::text[] AS tqs, NULL::text[] AS tqas, NULL::float8[] AS idfs,
+       NULL::boolean AS pending, NULL::boolean AS has_summaries, NULL::boolean AS has_facts
+FROM mk_top t JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = t.key""" + _PREV_TURN + """
+UNION ALL
+SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
+       (SELECT n FROM m_size), (SELECT den FROM mi_den), ARRAY(SELECT tq::text FROM mi_idf),
+       ARRAY(SELECT tq_a::text FROM mi_idf), ARRAY(SELECT idf FROM mi_idf),
+       EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> ''),
+       EXISTS (SELECT 1 FROM summary_memory WHERE user_id = %(uid)s),
+       EXISTS (SELECT 1 FROM fact_memory WHERE user_id = %(uid)s)""")
+_MSG_IDX_REST = """,
 mi_idf AS MATERIALIZED (
     SELECT t.ord, t.tq::tsquery AS tq, t.tq_a::tsquery AS tq_a, t.idf
     FROM unnest(%(tqs)s::text[], %(tqas)s::text[], %(idfs)s::float8[]) WITH ORDINALITY AS t(tq, tq_a, idf, ord)
 ),
-mi_den AS (SELECT %(den)s::float8 AS den)""" + _MSG_IDX_VEC + """,
-mi_top AS (SELECT * FROM unnest(%(keys)s::bigint[], %(kss)s::float8[]) AS t(key, ks)),
-mi_kw AS (
-    SELECT key, ks FROM mi_top
-    UNION ALL
-    SELECT c.message_id AS key,
-           """ + _MI_SCORE + """ AS ks
-    FROM conversational_context c JOIN mi_vec ON mi_vec.key = c.message_id AND c.user_id = %(uid)s
-    WHERE c.message_id NOT IN (SELECT key FROM mi_top)
-)""" + _MSG_IDX_ROWS
+mi_den AS (SELECT %(den)s::float8 AS den)""" + _MSG_IDX_VEC
+#: The nearest rows with every column, then the distance of each of the first statement's rows
+#: (``keys``; kind ``distance``, in ``vs``).
+_MSG_REST_SELECT = """
+SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
+       NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata,
+       coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, """ + _MI_SCORE + """ AS ks,
+       prev.id AS prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
+       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk
+FROM mi_vec JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_vec.key
+    LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id""" + _PREV_TURN + """
+UNION ALL
+SELECT 'distance', m.id::text, """ + _MARK_COLS + """coalesce(1 - (m.embedding <=> %(qvec)s), 0),
+       NULL::float8""" + _MARK_TAIL + """
+FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (%(keys)s::bigint[])"""
 
 # Every kind's rows come out with the same columns; a message brings the ids of the
 # turns before and after it in its thread, a summary the range of the messages it
@@ -565,11 +596,6 @@ SELECT 'fact' AS kind, f.id::text AS id, f.content, f.valid_from AS created_at, 
 FROM fact_memory f JOIN f_cand ON f_cand.key = f.id LEFT JOIN f_kw ON f_kw.key = f.id
 WHERE f.user_id = %(uid)s"""
 
-# Marker rows (not hits): a kind, the one number they carry in ``vs``, and NULL in every
-# other column of the union's row type.
-_MARK_HEAD = ("NULL::text, NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,"
-              " NULL::timestamptz, NULL::timestamptz, NULL::jsonb, ")
-_MARK_TAIL = ", NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false"
 
 # A last row says that some of the user's messages still wait for their embedding, so
 # the search embeds them and runs again (the common case stays one statement).
@@ -620,8 +646,8 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
     exact-only one at LoCoMo size; PostgreSQL plans it for its values five times per
     connection before it keeps a generic plan, and a smaller plan starts faster every run);
     or ``given``: the exact shape with its keyword half given (the second of
-    ``_KEYWORD_FIRST``'s two statements); ``large-given`` the indexed one likewise
-    (``_INDEXED_FIRST``'s).
+    ``_KEYWORD_FIRST``'s two statements); ``large-rest`` what the indexed one needs the vector for
+    (the second of ``_INDEXED_FIRST``'s, :func:`_indexed_rows`).
 
     Assembled from the literal blocks above (no text is formatted into them).
     """
@@ -630,9 +656,9 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
     if "messages" in kinds and shape == "given":
         ctes.append(_MSG_ROWS + _MSG_KW_GIVEN)
         selects.append("(" + _MSG_GIVEN_SELECT + _MSG_EXACT_ORDER + ")")
-    elif "messages" in kinds and shape == "large-given":
-        ctes.append(_MSG_IDX_GIVEN)
-        selects.append("(" + _MSG_INDEXED_SELECT + _MSG_EXACT_ORDER + ")")
+    elif "messages" in kinds and shape == "large-rest":
+        ctes.append(_MSG_IDX_REST)
+        selects.append(_MSG_REST_SELECT)
     elif "messages" in kinds:
         if shape in ("exact", "auto", "small"):
             ctes.append(_MSG_EXACT)
@@ -662,7 +688,8 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
             selects.append(_SMALL_ROW)
         if shape == "small":
             selects.append(_LARGE_ROW)
-        selects.append(_PENDING_ROW)
+        if shape != "large-rest":  # the first statement said whether messages wait for their embedding
+            selects.append(_PENDING_ROW)
     return sql.SQL("WITH " + "".join(ctes) + _UNION.join(selects))  # literal blocks
 
 
@@ -858,20 +885,32 @@ class MemorySearch(Table):
         transaction ended) when the user's history is no longer on that side of the switch
         point, for the switching statement to search. Sets each query's ``qvec`` in ``params``."""
         uid = params[0]["uid"]
+        large = shaped == "large"
         first, first_names = _keyword_first_query(shaped)
         yield from self._search_settings_op(uid, planning, snapshot=True)
-        vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict, fetch="one", user=uid,
-                                                raw=True) for p in params), embed)
-        for p, qvec, got in zip(params, vectors, firsts, strict=True):
-            p.update(got, qvec=qvec)
-        if (firsts[0]["n"] > self.settings.search_exact_max_rows) != (shaped == "large"):
+        vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict,
+                                                fetch="all" if large else "one", user=uid, raw=True)
+                                            for p in params), embed)
+        heads = [next(r for r in got if r["kind"] == "head") for got in firsts] if large else firsts
+        for p, qvec, head in zip(params, vectors, heads, strict=True):
+            p.update({n: head[n] for n in _FIRST_RESULTS[shaped]}, qvec=qvec)
+        if (heads[0]["n"] > self.settings.search_exact_max_rows) != large:
             yield COMMIT
             return None
-        text, names = _search_query(kinds, "given" if shaped == "small" else "large-given")
+        self._sizes.put(uid, int(heads[0]["n"]))
+        if large and heads[0]["pending"]:  # messages to embed first: the caller does, and searches again
+            yield COMMIT
+            return [[{"kind": "pending"}] for _ in params]
         rows = []
-        for i, p in enumerate(params):
-            rows.append((yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True, last=i == len(params) - 1)))
-        self._sizes.put(uid, int(firsts[0]["n"]))
+        for i, (p, head, got) in enumerate(zip(params, heads, firsts, strict=True)):
+            if large:
+                p["keys"] = [int(r["id"]) for r in got if r["kind"] == "message"]
+                text, names = _search_query(tuple(k for k in kinds if k == "messages" or head["has_" + k]),
+                                            "large-rest")
+            else:
+                text, names = _search_query(kinds, "given")
+            rest = yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True, last=i == len(params) - 1)
+            rows.append(_indexed_rows(got, rest, p["pool"]) if large else rest)
         return rows
 
     def _statement_shape(self, uid: str, kinds: tuple[str, ...], shape: str) -> str:
@@ -962,6 +1001,31 @@ class MemorySearch(Table):
             if len(rows) < size:
                 break
         return done
+
+
+#: What each shape's first statement gives its second (the exact shape's one row, the indexed shape's head row).
+_FIRST_RESULTS = {"small": ("kw", "n", "kw_top"), "large": ("n", "den", "tqs", "tqas", "idfs")}
+
+
+def _indexed_rows(first: Sequence[dict[str, Any]], rest: Sequence[dict[str, Any]],
+                  pool: int) -> list[dict[str, Any]]:
+    """The indexed shape's rows from its two statements (``_INDEXED_FIRST``, ``_MSG_IDX_REST``) as the
+    one statement sends them: the nearest messages and the ``pool`` best of both statements' by
+    keyword score (ties to the lower id), each with its distance, its keyword score (0 without any
+    of the words) and ``next_id`` where the turn after it is a candidate too, in thread order; then
+    the summaries' and facts' rows."""
+    distance = {r["id"]: r["vs"] for r in rest if r["kind"] == "distance"}
+    near = {r["id"]: r for r in rest if r["kind"] == "message"}
+    scored = {r["id"]: r for r in first if r["kind"] == "message"}
+    scored.update((key, r) for key, r in near.items() if r["ks"] is not None and r["ks"] > 0)
+    found = dict(near)
+    for r in sorted(scored.values(), key=lambda r: (-r["ks"], int(r["id"])))[:pool]:
+        if r["id"] not in found:
+            found[r["id"]] = dict(r, vs=distance[r["id"]])
+    after = {r["prev_id"]: int(key) for key, r in found.items() if r["prev_id"] is not None}
+    messages = [dict(r, ks=r["ks"] or 0.0, next_id=after.get(int(key))) for key, r in found.items()]
+    messages.sort(key=lambda r: (r["thread_id"], r["created_at"], int(r["id"])))
+    return messages + [r for r in rest if r["kind"] not in ("message", "distance")]
 
 
 def _check_scope(scope: str | Iterable[str] | None) -> tuple[str, ...]:
