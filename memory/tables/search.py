@@ -432,11 +432,11 @@ mk_pre AS (
     GROUP BY h.message_id ORDER BY sum(i.idf) DESC, h.message_id LIMIT %(prepool)s
 ),
 mk_top AS (
-    SELECT k.key, k.ks FROM (
+    SELECT k.key, k.ks FROM (SELECT k.key, k.ks FROM (
         SELECT c.message_id AS key, """ + _MI_SCORE + """ AS ks
         FROM conversational_context c JOIN mk_pre ON mk_pre.key = c.message_id AND c.user_id = %(uid)s
-        OFFSET 0) k
-    WHERE k.ks > 0 AND EXISTS (SELECT 1 FROM conversational_memory m WHERE m.id = k.key AND """ + _M_WHERE + """)
+        OFFSET 0) k WHERE k.ks > 0 ORDER BY k.ks DESC, k.key OFFSET 0) k
+    WHERE EXISTS (SELECT 1 FROM conversational_memory m WHERE m.id = k.key AND """ + _M_WHERE + """)
     ORDER BY k.ks DESC, k.key LIMIT %(pool)s
 )
 SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
