@@ -10,8 +10,9 @@ content``), int8 ONNX MiniLM, in interleaved rounds so every mode sees the same 
   (per conversation, stage by stage), no database: what staging alone costs;
 * ``write_messages``: one call per conversation, as peers.py ingests;
 * ``write_messages, no vector/keyword indexes``: the same into a schema whose HNSW and
-  GIN indexes of ``conversational_memory`` and ``conversational_context`` are dropped:
-  what index maintenance on the database side takes from the encoder;
+  GIN indexes of ``conversational_memory`` are dropped: what their maintenance on the
+  database side takes from the encoder (the windows and their postings, migrations 004
+  and 015, are kept: the search needs them);
 * ``write_messages embed=False``: the database path alone;
 * with ``--fixed-run 8``, ``raw, one call`` and ``write_messages`` again with that many
   texts per model run instead of the planned runs (the plan before it was by tokens).
@@ -52,7 +53,7 @@ from memory.retrieval.onnx_minilm import OnnxMiniLMEmbedder  # noqa: E402
 from memory.settings import default_cache_dir  # noqa: E402
 from memory.tables.conversation import stages  # noqa: E402
 
-DROP = ("conversational_memory_embedding", "conversational_memory_tsv", "conversational_context_tsv")
+DROP = ("conversational_memory_embedding", "conversational_memory_tsv")
 TICK = os.sysconf("SC_CLK_TCK")
 
 

@@ -10,8 +10,10 @@ once), and each user remembers ``--facts-per-user`` facts. Vectors come from the
 deterministic hash embedder: a 384-dimension vector takes the same bytes whatever
 its values, and the HNSW graph the same shape. After ``VACUUM ANALYZE`` the script
 prints, per table, the rows, the heap + TOAST bytes and every index's bytes, then
-bytes per row; then the cost of one message (its row and its window row in
-conversational_context), of one summary and of one fact.
+bytes per row; then the cost of one message (its row, its window row in
+conversational_context and the postings of its window's words in conversational_terms,
+migration 015; the per-user count row is shared by all of a user's messages), of one
+summary and of one fact.
 
 The projection multiplies those by 1M, 100M and 1B messages, with one summary per
 ``--thread-length`` messages and ``--facts-per-user`` facts per ``--messages-per-user``
@@ -168,7 +170,8 @@ def main() -> int:
             return sum(b for t, _, am, b in indexes if t in names and am != "hnsw") / n
         return sum(tables[x]["total"] for x in names) / n
 
-    groups = {"message": (["conversational_memory", "conversational_context"], "conversational_memory"),
+    groups = {"message": (["conversational_memory", "conversational_context", "conversational_terms",
+                           "conversational_stats"], "conversational_memory"),
               "summary": (["summary_memory"], "summary_memory"), "fact": (["fact_memory"], "fact_memory")}
     cost = {k: bytes_of(names, per) for k, (names, per) in groups.items()}
     hnsw = {k: bytes_of(names, per, "hnsw") for k, (names, per) in groups.items()}

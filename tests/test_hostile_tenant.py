@@ -34,6 +34,7 @@ USER_TABLES: dict[str, tuple[str, str, str]] = {
     "fact_memory": ("category, content", "'preference', 'planted'", "content"),
     "knowledge_memory": ("content", "'planted'", "content"),
     "knowledge_terms": ("term, id", "'planted', gen_random_uuid()", "term"),
+    "conversational_terms": ("term, message_id", "'planted', %(free_message)s", "term"),
     "entity_memory": ("name", "'planted'", "description"),
     "tool_log": ("tool_name, status", "'planted', 'ok'", "output"),
     "conversational_context": ("message_id, context_tsv", "%(free_message)s, to_tsvector('planted')", "context_tsv"),
@@ -47,7 +48,7 @@ USER_TABLES: dict[str, tuple[str, str, str]] = {
 #: The value an UPDATE sets, where the plain text 'planted' is not of the column's type.
 UPDATE_VALUES = {"conversational_context": "to_tsvector('planted')", "store_memory": "to_jsonb('planted'::text)",
                  "conversational_stats": "messages + 1", "knowledge_stats": "passages + 1",
-                 "knowledge_terms": "term || 'planted'"}  # keys stay distinct
+                 "knowledge_terms": "term || 'planted'", "conversational_terms": "term || 'planted'"}  # keys stay distinct
 #: A table with one row per user and key (her counts, migrations 012, 014): her rows go first, so her INSERT can succeed.
 FREE_FIRST = {"conversational_stats": "DELETE FROM conversational_stats WHERE user_id = %(me)s",
               "knowledge_stats": "DELETE FROM knowledge_stats WHERE user_id = %(me)s"}

@@ -62,6 +62,9 @@ SHARD_LOCAL_TRIGGER_FUNCTIONS = frozenset({
     # migration 014: the same loop, each statement naming one user's count rows
     "knowledge_stats_after_insert", "knowledge_stats_after_delete", "knowledge_stats_after_move",
     "knowledge_stats_after_truncate",
+    # migration 015: the loop of 013 over the users of a write of message windows
+    "conversational_terms_after_insert", "conversational_terms_after_delete", "conversational_terms_after_update",
+    "conversational_terms_after_truncate",
 })
 
 SCRIPT = "citus_distribute.sql"

@@ -70,12 +70,15 @@ def _foreign_keys(conn: psycopg.Connection, schema: str) -> list[ForeignKey]:
 
 
 #: Tables that triggers fill from another table's rows, with no foreign key between them
-#: (migration 013: a passage's words; 014: the user's passage count), as (derived, source)
-#: pairs: ``forget_user`` deletes the derived table first, so each count is the rows that
-#: table held (and a count row is not written back by the source's delete trigger).
+#: (migration 013: a passage's words; 014: the user's passage count; 015: the words of a
+#: message's window), as (derived, source) pairs: ``forget_user`` deletes the derived table
+#: first, so each count is the rows that table held (and a count row is not written back by
+#: the source's delete trigger), and a user's postings go in one range delete rather than
+#: word by word through the source's delete trigger.
 DERIVED_TABLES: tuple[ForeignKey, ...] = (
     ("knowledge_terms", "knowledge_memory", "a", ("user_id", "id"), ("user_id", "id"), 2),
     ("knowledge_stats", "knowledge_memory", "a", ("user_id",), ("user_id",), 1),
+    ("conversational_terms", "conversational_context", "a", ("user_id", "message_id"), ("user_id", "message_id"), 2),
 )
 
 

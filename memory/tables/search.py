@@ -106,9 +106,9 @@ class SearchWeights:
 
 DEFAULT_WEIGHTS = SearchWeights()
 
-#: The indexed shape looks up in the gin index the query words a sample finds rare, and
-#: this many of the rarest of the others (so a query of common words only still brings
-#: the rows that share its least common ones).
+#: The indexed shape looks up the query words with fewer than ``cap`` messages, and this
+#: many of the rarest of the others (so a query of common words only still brings rows
+#: that share its least common ones).
 COMMON_LOOKUPS = 2
 
 #: The indexed shape gives the full keyword score to this many times ``pool`` of the rows
@@ -211,7 +211,7 @@ class _Candidate:
 # itself and restricted to weight A (the message and its speaker in the keyword window),
 # so the window's own part is matched without rebuilding it (``ts_filter``) per row.
 _HEAD = TERMS_CTE + (", lex AS MATERIALIZED (SELECT row_number() OVER () AS ord, lit::tsquery AS tq,"
-                     " (lit || ':A')::tsquery AS tq_a FROM terms)")
+                     " (lit || ':A')::tsquery AS tq_a, term FROM terms)")
 
 #: The filters of a message row ``m`` (thread, time, expiry).
 _M_SCOPE = ("m.user_id = %(uid)s AND (%(tid)s::text IS NULL OR m.thread_id = %(tid)s)"
@@ -286,16 +286,18 @@ _MSG_EXACT = _MSG_ROWS + _MSG_KEYWORD
 # * vector: the nearest ``pool`` messages through HNSW (iterative scan keeps the user and
 #   time filters fed);
 # * keyword: N is the user's message count, kept on write (``conversational_stats``,
-#   migration 012). How common each query word is comes first from a fixed sample of the
-#   user's rows (``sample``: the first by id; each word counted among the rows that have
-#   any of them, ``mi_sample_hit``: a fifth of the statement at 100k messages). Only the
-#   words the sample finds rare (under ``cap`` rows expected in the whole history) and the
-#   ``lookups`` rarest others go to
-#   the gin index, each bringing at most ``cap`` of the user's rows: a common word's
-#   posting list is long (the gin scan reads all of it) and the rows it would bring are
-#   any of thousands, so it is not looked up; it still counts in the keyword score of
-#   every candidate. A looked-up word with fewer rows than ``cap`` has its exact document
-#   frequency; every other word the sample's estimate (at least ``cap`` when looked up);
+#   migration 012). Each query word's messages come from the postings of migration 015
+#   (``conversational_terms``: user, word, message whose window has it), by index-only
+#   scans of the user's key range: a word's number of messages, counted up to ``cap``
+#   (``mi_df``), is its exact document frequency below ``cap``; a word with more is
+#   common, and how common comes from the user's first ``sample`` messages (its postings
+#   up to the last of them, ``mi_bound``: at most ``sample`` index entries). The words
+#   with fewer than ``cap`` messages and the ``lookups`` rarest others are looked up,
+#   each bringing its first ``cap`` messages: all of a rare word's, and for a common
+#   word a bounded part of its thousands, whose rows rank below those with rarer words
+#   anyway; every word still counts in the keyword score of every candidate (through the
+#   gin index, a common word's lookup read its whole posting list, 1.6 ms a word at 100k
+#   messages, and its frequency a sample of 1,000 windows matched per search, 2.4 ms);
 # * the looked-up rows are pre-ranked by the summed IDF of the words that brought them,
 #   and the best ``prepool`` of them plus the vector candidates get the keyword score of
 #   the exact shape (same IDF coverage formula over the window). The IDFs are float8 once
@@ -309,29 +311,34 @@ _MSG_EXACT = _MSG_ROWS + _MSG_KEYWORD
 #   With a thread or time filter (``filtered``) the pre-ranked rows are filtered first.
 _MSG_IDX_WORDS = """,
 mi_n AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS n),
-mi_sample AS MATERIALIZED (SELECT context_tsv AS tsv FROM conversational_context WHERE user_id = %(uid)s
-                           ORDER BY message_id LIMIT %(sample)s),
-mi_m AS (SELECT count(*) AS m FROM mi_sample),
-mi_sample_hit AS MATERIALIZED (SELECT tsv FROM mi_sample WHERE tsv @@ (SELECT tq FROM tsq)),
+mi_m AS (SELECT least(%(sample)s, (SELECT n FROM mi_n)) AS m),
+mi_bound AS (SELECT (SELECT message_id FROM conversational_context WHERE user_id = %(uid)s ORDER BY message_id
+                     OFFSET greatest((SELECT m FROM mi_m) - 1, 0) LIMIT 1) AS b),
+mi_df AS MATERIALIZED (
+    SELECT lex.ord, lex.tq, lex.tq_a, lex.term, (SELECT count(*) FROM (
+        SELECT 1 FROM conversational_terms p WHERE p.user_id = %(uid)s AND p.term = lex.term LIMIT %(cap)s) c) AS df
+    FROM lex
+),
 mi_est AS MATERIALIZED (
-    SELECT r.ord, r.tq, r.tq_a, r.k,
-           r.k * (SELECT n FROM mi_n) < %(cap)s * (SELECT m FROM mi_m) OR r.rarity <= %(lookups)s AS looked
-    FROM (SELECT lex.ord, lex.tq, lex.tq_a, s.k, row_number() OVER (ORDER BY s.k, lex.ord) AS rarity
-          FROM lex CROSS JOIN LATERAL (SELECT count(*) AS k FROM mi_sample_hit WHERE mi_sample_hit.tsv @@ lex.tq) s) r
+    SELECT r.ord, r.tq, r.tq_a, r.term, r.df, r.k, r.df < %(cap)s OR r.rarity <= %(lookups)s AS looked
+    FROM (SELECT d.*, s.k, row_number() OVER (ORDER BY d.df, s.k, d.ord) AS rarity
+          FROM mi_df d CROSS JOIN LATERAL (
+              SELECT CASE WHEN d.df >= %(cap)s THEN (
+                  SELECT count(*) FROM conversational_terms p WHERE p.user_id = %(uid)s AND p.term = d.term
+                                                              AND p.message_id <= (SELECT b FROM mi_bound)) END AS k) s
+    ) r
 ),
 mi_hits AS (
     SELECT e.ord, h.message_id FROM mi_est e CROSS JOIN LATERAL (
-        SELECT message_id FROM conversational_context
-        WHERE user_id = %(uid)s AND context_tsv @@ e.tq LIMIT %(cap)s) h
+        SELECT p.message_id FROM conversational_terms p WHERE p.user_id = %(uid)s AND p.term = e.term
+        ORDER BY p.message_id LIMIT %(cap)s) h
     WHERE e.looked
 ),
 mi_idf AS MATERIALIZED (
     SELECT e.ord, e.tq, e.tq_a, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5))::float8 AS idf
     FROM mi_est e CROSS JOIN mi_n n CROSS JOIN mi_m CROSS JOIN LATERAL (
-        SELECT CASE WHEN e.looked AND h.n < %(cap)s THEN h.n::numeric
-                    ELSE greatest(CASE WHEN e.looked THEN %(cap)s ELSE 1 END,
-                                  n.n * e.k::numeric / greatest(mi_m.m, 1)) END AS df
-        FROM (SELECT count(*) AS n FROM mi_hits WHERE mi_hits.ord = e.ord) h) d
+        SELECT CASE WHEN e.df < %(cap)s THEN e.df::numeric
+                    ELSE greatest(%(cap)s, n.n * e.k::numeric / greatest(mi_m.m, 1)) END AS df) d
 ),
 mi_den AS (
     SELECT nullif(greatest((SELECT sum(idf) FROM mi_idf),
@@ -359,11 +366,6 @@ mi_kw AS (
            """ + _MI_SCORE + """ AS ks
     FROM conversational_context c JOIN mi_pre ON mi_pre.key = c.message_id AND c.user_id = %(uid)s
 )"""
-#: The turn just before a message ``m`` in its thread (``prev.id``), through the thread index.
-_PREV_TURN = """
-    LEFT JOIN LATERAL (SELECT p.id FROM conversational_memory p
-        WHERE p.user_id = %(uid)s AND p.thread_id = m.thread_id AND (p.created_at, p.id) < (m.created_at, m.id)
-        ORDER BY p.created_at DESC, p.id DESC LIMIT 1) prev ON true"""
 _MSG_IDX_ROWS = """,
 mi_cand AS (
     SELECT key FROM mi_vec
@@ -375,8 +377,9 @@ mi_cand AS (
 mi_rows AS MATERIALIZED (
     SELECT m.id AS key, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
            nullif(m.metadata, '{}') AS metadata, coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs,
-           coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk, prev.id AS prev
-    FROM mi_cand JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_cand.key""" + _PREV_TURN + """
+           coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk, x.prev_id AS prev
+    FROM mi_cand JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_cand.key
+    LEFT JOIN conversational_context x ON x.user_id = %(uid)s AND x.message_id = m.id
 )"""
 _MSG_INDEXED = _MSG_IDX_WORDS + _MSG_IDX_VEC + _MSG_IDX_SCORED + _MSG_IDX_ROWS
 
@@ -410,20 +413,26 @@ SELECT (SELECT ks FROM me_kw)::text AS kw, (SELECT n FROM m_size) AS n,
 _MSG_KW_GIVEN = """,
 me_kw AS (SELECT %(kw)s::jsonb AS ks)"""
 
-# The indexed shape in two statements likewise, for a user last seen above the switch
-# point. The first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and
-# scores the rows they bring as above, and returns a head row (the user's message count, the
-# words' tsqueries and IDFs in the order the scores sum them, the denominator, whether
-# messages wait for their embedding and whether the user has summaries or facts at all) and
-# the ``pool`` best of those rows by keyword score that pass the filters, each with the
-# columns a hit shows and the turn before it: everything but its distance to the query. The
-# second (``_MSG_IDX_REST``) is what needs the vector: the nearest rows, each with those
-# columns and its keyword score from the same numbers, and the distance of each of the
-# first's rows. The keyword candidates are the ``pool`` best of both by keyword score, as in
-# the one statement (a row of the first's not among its ``pool`` best has that many better
-# ones there), chosen in Python (:func:`_indexed_rows`), which also sets ``next_id`` as the
-# one statement does. The summaries' and facts' halves go in the second statement only for a
-# user who has any.
+# The indexed shape in three statements, for a user last seen above the switch point. The
+# first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and scores the
+# rows they bring as above, and returns a head row (the user's message count, the words'
+# tsqueries and IDFs in the order the scores sum them, with their place among the query's
+# words, the denominator, whether messages wait for their embedding and whether the user has
+# summaries or facts at all) and the ``pool`` best of those rows by keyword score that pass
+# the filters, each with the columns a hit shows and the turn before it: everything but its
+# distance to the query. It runs while the query is embedded. The second
+# (``_INDEXED_NEAR``) needs only the vector: the nearest rows, each with those columns and,
+# per query word, whether its keyword window holds it (2: in its own part, 1: in the turns
+# before, 0: not), from which their keyword score is summed in Python with the first's
+# numbers (:func:`_keyword_score`, the same float8 arithmetic as ``_MI_SCORE``). It goes out
+# as soon as the vector is there, behind the first in the same pipeline, without waiting for
+# the first's rows to be read (``Ahead.then``, ``memory.store.ops``). The
+# third (``large-rest``, the first's transaction) gets the distance of each of the first's
+# rows the second did not bring, and the summaries' and facts' halves, only for a user who
+# has any. The keyword candidates are the ``pool`` best of the first's and second's rows by
+# keyword score, as in the one statement (a row of the first's not among its ``pool`` best
+# has that many better ones there), chosen in Python (:func:`_indexed_rows`), which also sets
+# ``next_id`` as the one statement does.
 _INDEXED_FIRST = ("WITH " + _HEAD + _SIZE + _MSG_IDX_WORDS + """,
 mk_pre AS (
     SELECT h.message_id AS key FROM mi_hits h JOIN mi_idf i ON i.ord = h.ord
@@ -432,8 +441,8 @@ mk_pre AS (
     GROUP BY h.message_id ORDER BY sum(i.idf) DESC, h.message_id LIMIT %(prepool)s
 ),
 mk_top AS (
-    SELECT k.key, k.ks FROM (SELECT k.key, k.ks FROM (
-        SELECT c.message_id AS key, """ + _MI_SCORE + """ AS ks
+    SELECT k.key, k.ks, k.prev_id FROM (SELECT k.key, k.ks, k.prev_id FROM (
+        SELECT c.message_id AS key, """ + _MI_SCORE + """ AS ks, c.prev_id
         FROM conversational_context c JOIN mk_pre ON mk_pre.key = c.message_id AND c.user_id = %(uid)s
         OFFSET 0) k WHERE k.ks > 0 ORDER BY k.ks DESC, k.key OFFSET 0) k
     WHERE EXISTS (SELECT 1 FROM conversational_memory m WHERE m.id = k.key AND """ + _M_WHERE + """)
@@ -441,37 +450,38 @@ mk_top AS (
 )
 SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
        NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata, NULL::float8 AS vs,
-       t.ks, prev.id AS prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
+       t.ks, t.prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
        NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,
        NULL::bigint AS n, NULL::float8 AS den, NULL::text[] AS tqs, NULL::text[] AS tqas, NULL::float8[] AS idfs,
+       NULL::bigint[] AS ords,
        NULL::boolean AS pending, NULL::boolean AS has_summaries, NULL::boolean AS has_facts
-FROM mk_top t JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = t.key""" + _PREV_TURN + """
+FROM mk_top t JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = t.key
 UNION ALL
 SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
        (SELECT n FROM m_size), (SELECT den FROM mi_den), ARRAY(SELECT tq::text FROM mi_idf),
-       ARRAY(SELECT tq_a::text FROM mi_idf), ARRAY(SELECT idf FROM mi_idf),
+       ARRAY(SELECT tq_a::text FROM mi_idf), ARRAY(SELECT idf FROM mi_idf), ARRAY(SELECT ord FROM mi_idf),
        EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> ''),
        EXISTS (SELECT 1 FROM summary_memory WHERE user_id = %(uid)s),
        EXISTS (SELECT 1 FROM fact_memory WHERE user_id = %(uid)s)""")
-_MSG_IDX_REST = """,
-mi_idf AS MATERIALIZED (
-    SELECT t.ord, t.tq::tsquery AS tq, t.tq_a::tsquery AS tq_a, t.idf
-    FROM unnest(%(tqs)s::text[], %(tqas)s::text[], %(idfs)s::float8[]) WITH ORDINALITY AS t(tq, tq_a, idf, ord)
-),
-mi_den AS (SELECT %(den)s::float8 AS den)""" + _MSG_IDX_VEC
-#: The nearest rows with every column, then the distance of each of the first statement's rows
-#: (``keys``; kind ``distance``, in ``vs``).
-_MSG_REST_SELECT = """
+_INDEXED_NEAR = ("WITH " + _HEAD + _MSG_IDX_VEC + """
 SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
        NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata,
-       coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, """ + _MI_SCORE + """ AS ks,
-       prev.id AS prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
-       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk
+       coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, NULL::float8 AS ks,
+       c.prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
+       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,
+       ARRAY(SELECT CASE WHEN c.context_tsv @@ lex.tq_a THEN 2 WHEN c.context_tsv @@ lex.tq THEN 1 ELSE 0 END
+             FROM lex ORDER BY lex.ord) AS words
 FROM mi_vec JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_vec.key
-    LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id""" + _PREV_TURN + """
-UNION ALL
-SELECT 'distance', m.id::text, """ + _MARK_COLS + """coalesce(1 - (m.embedding <=> %(qvec)s), 0),
-       NULL::float8""" + _MARK_TAIL + """
+    LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id""")
+#: The distance of each of the first statement's rows the nearest did not bring (``keys``; kind
+#: ``distance``, in ``vs``).
+_MSG_DISTANCES = """
+SELECT 'distance' AS kind, m.id::text AS id, NULL::text AS content, NULL::timestamptz AS created_at,
+       NULL::text AS thread_id, NULL::uuid AS summary_id, NULL::text AS role, NULL::text AS name,
+       NULL::timestamptz AS t0, NULL::timestamptz AS t1, NULL::jsonb AS metadata,
+       coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, NULL::float8 AS ks, NULL::bigint AS prev_id,
+       NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
+       false AS spk
 FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (%(keys)s::bigint[])"""
 
 # Every kind's rows come out with the same columns; a message brings the ids of the
@@ -502,13 +512,11 @@ _MSG_GIVEN_SELECT = _MSG_EXACT_FROM + "r.key = ANY (%(kw_top)s::bigint[]))"
 _MSG_EXACT_ORDER = """
 ORDER BY r.thread_id COLLATE "C", r.created_at, r.key"""
 
-# The indexed shape finds the turn just before each candidate in its thread through the
-# thread index (``mi_rows``, which also reads the columns a hit shows); the turn just after
-# it matters to the ranking only when it is a candidate too, and then it is the candidate
-# whose turn before is this one: one index probe per candidate instead of two (the probes
-# were a quarter of the statement at 100k messages of one user). So ``next_id`` is set
-# only where that turn is a candidate. An empty metadata comes back as NULL, as in the
-# exact shape.
+# The indexed shape reads the turn just before each candidate in its thread from the
+# candidate's window row (``prev_id``, migration 015: the window's refresh finds it); the
+# turn just after it matters to the ranking only when it is a candidate too, and then it is
+# the candidate whose turn before is this one. So ``next_id`` is set only where that turn
+# is a candidate. An empty metadata comes back as NULL, as in the exact shape.
 _MSG_INDEXED_SELECT = """
 SELECT 'message' AS kind, r.key::text AS id, r.content, r.created_at, r.thread_id, r.summary_id, r.role, r.name,
        NULL::timestamptz AS t0, NULL::timestamptz AS t1, r.metadata, r.vs, coalesce(kw.ks, 0) AS ks,
@@ -629,6 +637,12 @@ def _keyword_first_query(shape: str) -> tuple[str, tuple[str, ...]]:
     return numbered(sql.SQL(_KEYWORD_FIRST if shape == "small" else _INDEXED_FIRST))
 
 
+@functools.lru_cache(maxsize=1)
+def _near_query() -> tuple[str, tuple[str, ...]]:
+    """The indexed shape's nearest rows (``_INDEXED_NEAR``), numbered as :func:`_search_query` numbers."""
+    return numbered(sql.SQL(_INDEXED_NEAR))
+
+
 @functools.lru_cache(maxsize=32)
 def _search_query(kinds: tuple[str, ...], shape: str = "auto") -> tuple[str, tuple[str, ...]]:
     """:func:`_search_statement` with PostgreSQL's own placeholders (``$1``...), and the
@@ -657,8 +671,7 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
         ctes.append(_MSG_ROWS + _MSG_KW_GIVEN)
         selects.append("(" + _MSG_GIVEN_SELECT + _MSG_EXACT_ORDER + ")")
     elif "messages" in kinds and shape == "large-rest":
-        ctes.append(_MSG_IDX_REST)
-        selects.append(_MSG_REST_SELECT)
+        selects.append(_MSG_DISTANCES)
     elif "messages" in kinds:
         if shape in ("exact", "auto", "small"):
             ctes.append(_MSG_EXACT)
@@ -878,19 +891,26 @@ class MemorySearch(Table):
 
     def _keyword_ahead_op(self, kinds: tuple[str, ...], shaped: str, params: Sequence[dict[str, Any]],
                           embed: Call, planning: str | None) -> Op[list[list[dict[str, Any]]] | None]:
-        """The exact (``shaped`` "small") or indexed ("large") shape in two statements
+        """The exact (``shaped`` "small") or indexed ("large") shape in two or three statements
         (``_KEYWORD_FIRST``, ``_INDEXED_FIRST``): the keyword half goes out before the queries
-        are embedded and runs while they are (``Ahead``), then the rest with its results (the
-        first's columns are the second's parameters); each query's rows, or None (and the
-        transaction ended) when the user's history is no longer on that side of the switch
-        point, for the switching statement to search. Sets each query's ``qvec`` in ``params``."""
+        are embedded and runs while they are (``Ahead``; the indexed shape's nearest rows right
+        behind it once the vector is there, ``_INDEXED_NEAR``), then the rest with its results (the first's columns are the
+        rest's parameters); each query's rows, or None (and the transaction ended) when the
+        user's history is no longer on that side of the switch point, for the switching
+        statement to search. Sets each query's ``qvec`` in ``params``."""
         uid = params[0]["uid"]
         large = shaped == "large"
         first, first_names = _keyword_first_query(shaped)
+        near_text, near_names = _near_query()
+
+        def near(vectors: Sequence[Any]) -> tuple[Sql, ...]:
+            return tuple(Sql(near_text, [v if n == "qvec" else p[n] for n in near_names], dict, user=uid, raw=True)
+                         for p, v in zip(params, vectors, strict=True))
+
         yield from self._search_settings_op(uid, planning, snapshot=True)
-        vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict,
-                                                fetch="all" if large else "one", user=uid, raw=True)
-                                            for p in params), embed)
+        vectors, firsts, nears = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict,
+                                                       fetch="all" if large else "one", user=uid, raw=True)
+                                                   for p in params), embed, then=near if large else None)
         heads = [next(r for r in got if r["kind"] == "head") for got in firsts] if large else firsts
         for p, qvec, head in zip(params, vectors, heads, strict=True):
             p.update({n: head[n] for n in _FIRST_RESULTS[shaped]}, qvec=qvec)
@@ -904,13 +924,16 @@ class MemorySearch(Table):
         rows = []
         for i, (p, head, got) in enumerate(zip(params, heads, firsts, strict=True)):
             if large:
-                p["keys"] = [int(r["id"]) for r in got if r["kind"] == "message"]
+                for r in nears[i]:
+                    r["ks"] = _keyword_score(r.pop("words"), head, p["nw"])
+                brought = {r["id"] for r in nears[i]}
+                p["keys"] = [int(r["id"]) for r in got if r["kind"] == "message" and r["id"] not in brought]
                 text, names = _search_query(tuple(k for k in kinds if k == "messages" or head["has_" + k]),
                                             "large-rest")
             else:
                 text, names = _search_query(kinds, "given")
             rest = yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True, last=i == len(params) - 1)
-            rows.append(_indexed_rows(got, rest, p["pool"]) if large else rest)
+            rows.append(_indexed_rows(got, nears[i], rest, p["pool"]) if large else rest)
         return rows
 
     def _statement_shape(self, uid: str, kinds: tuple[str, ...], shape: str) -> str:
@@ -1003,19 +1026,33 @@ class MemorySearch(Table):
         return done
 
 
-#: What each shape's first statement gives its second (the exact shape's one row, the indexed shape's head row).
-_FIRST_RESULTS = {"small": ("kw", "n", "kw_top"), "large": ("n", "den", "tqs", "tqas", "idfs")}
+#: What each shape's first statement gives the statements after it (the exact shape's one row, the
+#: indexed shape's head row).
+_FIRST_RESULTS = {"small": ("kw", "n", "kw_top"), "large": ("n", "den", "idfs", "ords")}
 
 
-def _indexed_rows(first: Sequence[dict[str, Any]], rest: Sequence[dict[str, Any]],
-                  pool: int) -> list[dict[str, Any]]:
-    """The indexed shape's rows from its two statements (``_INDEXED_FIRST``, ``_MSG_IDX_REST``) as the
-    one statement sends them: the nearest messages and the ``pool`` best of both statements' by
-    keyword score (ties to the lower id), each with its distance, its keyword score (0 without any
-    of the words) and ``next_id`` where the turn after it is a candidate too, in thread order; then
-    the summaries' and facts' rows."""
+def _keyword_score(words: Sequence[int], head: dict[str, Any], nw: float) -> float | None:
+    """A nearest row's keyword score from its word matches (``_INDEXED_NEAR``: per query word 2, 1
+    or 0) and the first statement's numbers: ``_MI_SCORE``'s sum, term by term in the same order
+    and float8 arithmetic, so the same float; None where it has none of the words (SQL's empty sum)."""
+    total: float | None = None
+    for place, idf in zip(head["ords"], head["idfs"], strict=True):
+        match = words[place - 1]
+        if match:
+            term = idf * (1.0 if match == 2 else nw)
+            total = term if total is None else total + term
+    return None if total is None else total / head["den"]
+
+
+def _indexed_rows(first: Sequence[dict[str, Any]], nearest: Sequence[dict[str, Any]],
+                  rest: Sequence[dict[str, Any]], pool: int) -> list[dict[str, Any]]:
+    """The indexed shape's rows from its three statements (``_INDEXED_FIRST``, ``_INDEXED_NEAR``,
+    ``large-rest``) as the one statement sends them: the nearest messages and the ``pool`` best of
+    the first's and the nearest by keyword score (ties to the lower id), each with its distance, its
+    keyword score (0 without any of the words) and ``next_id`` where the turn after it is a
+    candidate too, in thread order; then the summaries' and facts' rows."""
     distance = {r["id"]: r["vs"] for r in rest if r["kind"] == "distance"}
-    near = {r["id"]: r for r in rest if r["kind"] == "message"}
+    near = {r["id"]: r for r in nearest}
     scored = {r["id"]: r for r in first if r["kind"] == "message"}
     scored.update((key, r) for key, r in near.items() if r["ks"] is not None and r["ks"] > 0)
     found = dict(near)
@@ -1025,7 +1062,7 @@ def _indexed_rows(first: Sequence[dict[str, Any]], rest: Sequence[dict[str, Any]
     after = {r["prev_id"]: int(key) for key, r in found.items() if r["prev_id"] is not None}
     messages = [dict(r, ks=r["ks"] or 0.0, next_id=after.get(int(key))) for key, r in found.items()]
     messages.sort(key=lambda r: (r["thread_id"], r["created_at"], int(r["id"])))
-    return messages + [r for r in rest if r["kind"] not in ("message", "distance")]
+    return messages + [r for r in rest if r["kind"] != "distance"]
 
 
 def _check_scope(scope: str | Iterable[str] | None) -> tuple[str, ...]:
