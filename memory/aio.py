@@ -182,23 +182,16 @@ async def aexecute_ahead(conn: psycopg.AsyncConnection, ahead: Ahead, head: list
         for stmt in head or ():
             await conn.execute(stmt, prepare=False)
         results = [await aexecute(conn, q) for q in ahead.steps]
-        done = await asyncio.to_thread(ahead.call.fn, *ahead.call.args, **ahead.call.kwargs)
-        return done, results, [await aexecute(conn, q) for q in (ahead.then(done) if ahead.then else ())]
+        return await asyncio.to_thread(ahead.call.fn, *ahead.call.args, **ahead.call.kwargs), results
     async with AsyncExitStack() as cursors:
         curs = [await cursors.enter_async_context(cursor(conn, q)) for q in ahead.steps]
-        later: list[tuple[Any, Sql]] = []
         async with conn.pipeline():
             for stmt in head or ():
                 await conn.execute(stmt, prepare=False)
             for cur, q in zip(curs, ahead.steps, strict=True):
                 await cur.execute(q.stmt, q.params, prepare=prepare(q))
             done = await asyncio.to_thread(ahead.call.fn, *ahead.call.args, **ahead.call.kwargs)
-            later = [(await cursors.enter_async_context(cursor(conn, q)), q)
-                     for q in (ahead.then(done) if ahead.then else ())]
-            for cur, q in later:
-                await cur.execute(q.stmt, q.params, prepare=prepare(q))
-        return (done, [await fetched_async(cur, q) for cur, q in zip(curs, ahead.steps, strict=True)],
-                [await fetched_async(cur, q) for cur, q in later])
+        return done, [await fetched_async(cur, q) for cur, q in zip(curs, ahead.steps, strict=True)]
 
 
 def _leaving(conn: psycopg.AsyncConnection) -> Any:

@@ -12,8 +12,6 @@ instead of doing it ("sans-IO"): an operation yields
   loop never waits for a model;
 - :class:`Ahead` - statements sent at once and a call made while the server runs them
   (a search's keyword half while its query is embedded), then their rows read back;
-  statements made from the call's result can follow them in the same send (a search's
-  vector half, sent as soon as the query's vector is there);
 - :data:`COMMIT` - end the current transaction (the next statement opens another);
   :data:`ROLLBACK` - undo it instead,
 
@@ -105,20 +103,12 @@ ROLLBACK = Commit(rollback=True)
 class Ahead:
     """Statements that do not wait for ``call``: they go out at once (psycopg's pipeline mode),
     the server runs them while ``call`` runs here, and their rows are read after it. The
-    step's result is ``(call's result, [each statement's result], [each later statement's
-    result])``. The statements are in the operation's current transaction (opened for their
-    ``user`` if none is, with any held statements in front, in the same send), which stays
-    open for the steps after them.
-
-    ``then``: statements made from the call's result (``then(result)``) that need nothing of
-    the first ones' rows: they go out as soon as the call returns, behind the first ones in
-    the same pipeline, so the server runs them without waiting for a reply to be read.
-    (Measured: sent on a second pooled connection instead, to run beside the first ones,
-    they took longer than behind them once the first ones ended within the call.)"""
+    step's result is ``(call's result, [each statement's result])``. The statements are in
+    the operation's current transaction (opened for their ``user`` if none is, with any held
+    statements in front, in the same send), which stays open for the steps after them."""
 
     steps: tuple[Sql, ...]
     call: Call
-    then: Callable[[Any], tuple[Sql, ...]] | None = None
 
 
 Step = Sql | Call | Commit | Ahead
@@ -260,32 +250,25 @@ def execute_committing(conn: Any, q: Sql) -> Any:
         return fetched(cur, q)
 
 
-def execute_ahead(conn: Any, ahead: Ahead, head: Sequence[Any] = ()) -> tuple[Any, list[Any], list[Any]]:
+def execute_ahead(conn: Any, ahead: Ahead, head: Sequence[Any] = ()) -> tuple[Any, list[Any]]:
     """Run ``ahead`` on a sync connection (in a transaction, which it leaves open): ``head`` (statements
     returning nothing: a new transaction's user scope and held statements, not prepared) and the
-    statements are sent, the call is made while the server runs them, the statements made from its
-    result are sent behind them, then every result is read (without pipelining, in the client
-    library: one after the other, the call between)."""
+    statements are sent, the call is made while the server runs them, then their results are read
+    (without pipelining, in the client library: one after the other, then the call)."""
     if not PIPELINE:
         for stmt in head:
             conn.execute(stmt, prepare=False)
         results = [execute(conn, q) for q in ahead.steps]
-        done = ahead.call.fn(*ahead.call.args, **ahead.call.kwargs)
-        return done, results, [execute(conn, q) for q in (ahead.then(done) if ahead.then else ())]
+        return ahead.call.fn(*ahead.call.args, **ahead.call.kwargs), results
     with ExitStack() as cursors:
         curs = [cursors.enter_context(cursor(conn, q)) for q in ahead.steps]
-        later: list[tuple[Any, Sql]] = []
         with conn.pipeline():
             for stmt in head:
                 conn.execute(stmt, prepare=False)
             for cur, q in zip(curs, ahead.steps, strict=True):
                 cur.execute(q.stmt, q.params, prepare=prepare(q))
             done = ahead.call.fn(*ahead.call.args, **ahead.call.kwargs)
-            later = [(cursors.enter_context(cursor(conn, q)), q) for q in (ahead.then(done) if ahead.then else ())]
-            for cur, q in later:
-                cur.execute(q.stmt, q.params, prepare=prepare(q))
-        return (done, [fetched(cur, q) for cur, q in zip(curs, ahead.steps, strict=True)],
-                [fetched(cur, q) for cur, q in later])
+        return done, [fetched(cur, q) for cur, q in zip(curs, ahead.steps, strict=True)]
 
 
 def execute_last(conn: Any, steps: Sequence[Sql]) -> Any:

@@ -287,7 +287,7 @@ class Table:
             # the keyword half runs while the query is embedded; the same hits as the one statement's
             first, first_names = _ahead_query(table, where.as_string(), cols.as_string(), postings, 1)
             yield from self._search_settings_op(uid, plans, snapshot=True)
-            (args["qvec"],), (got,), _ = yield Ahead(
+            (args["qvec"],), (got,) = yield Ahead(
                 (Sql(first, [args[n] for n in first_names], dict, fetch="one", user=uid, raw=True),),
                 Call(self._embed, ([query],)))
             if got["n"] > self.settings.similar_exact_max_rows:

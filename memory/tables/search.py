@@ -413,26 +413,21 @@ SELECT (SELECT ks FROM me_kw)::text AS kw, (SELECT n FROM m_size) AS n,
 _MSG_KW_GIVEN = """,
 me_kw AS (SELECT %(kw)s::jsonb AS ks)"""
 
-# The indexed shape in three statements, for a user last seen above the switch point. The
-# first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and scores the
-# rows they bring as above, and returns a head row (the user's message count, the words'
-# tsqueries and IDFs in the order the scores sum them, with their place among the query's
-# words, the denominator, whether messages wait for their embedding and whether the user has
-# summaries or facts at all) and the ``pool`` best of those rows by keyword score that pass
-# the filters, each with the columns a hit shows and the turn before it: everything but its
-# distance to the query. It runs while the query is embedded. The second
-# (``_INDEXED_NEAR``) needs only the vector: the nearest rows, each with those columns and,
-# per query word, whether its keyword window holds it (2: in its own part, 1: in the turns
-# before, 0: not), from which their keyword score is summed in Python with the first's
-# numbers (:func:`_keyword_score`, the same float8 arithmetic as ``_MI_SCORE``). It goes out
-# as soon as the vector is there, behind the first in the same pipeline, without waiting for
-# the first's rows to be read (``Ahead.then``, ``memory.store.ops``). The
-# third (``large-rest``, the first's transaction) gets the distance of each of the first's
-# rows the second did not bring, and the summaries' and facts' halves, only for a user who
-# has any. The keyword candidates are the ``pool`` best of the first's and second's rows by
-# keyword score, as in the one statement (a row of the first's not among its ``pool`` best
-# has that many better ones there), chosen in Python (:func:`_indexed_rows`), which also sets
-# ``next_id`` as the one statement does.
+# The indexed shape in two statements likewise, for a user last seen above the switch
+# point. The first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and
+# scores the rows they bring as above, and returns a head row (the user's message count, the
+# words' tsqueries and IDFs in the order the scores sum them, the denominator, whether
+# messages wait for their embedding and whether the user has summaries or facts at all) and
+# the ``pool`` best of those rows by keyword score that pass the filters, each with the
+# columns a hit shows and the turn before it: everything but its distance to the query. It
+# runs while the query is embedded (and, at 100k messages of one user, ends about when the
+# model does). The second (``_MSG_IDX_REST``, ``large-rest``) is what needs the vector: the
+# nearest rows, each with those columns and its keyword score from the same numbers, the
+# distance of each of the first's rows, and the summaries' and facts' halves, only for a
+# user who has any. The keyword candidates are the ``pool`` best of both by keyword score,
+# as in the one statement (a row of the first's not among its ``pool`` best has that many
+# better ones there), chosen in Python (:func:`_indexed_rows`), which also sets ``next_id``
+# as the one statement does.
 _INDEXED_FIRST = ("WITH " + _HEAD + _SIZE + _MSG_IDX_WORDS + """,
 mk_pre AS (
     SELECT h.message_id AS key FROM mi_hits h JOIN mi_idf i ON i.ord = h.ord
@@ -453,35 +448,34 @@ SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id
        t.ks, t.prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
        NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,
        NULL::bigint AS n, NULL::float8 AS den, NULL::text[] AS tqs, NULL::text[] AS tqas, NULL::float8[] AS idfs,
-       NULL::bigint[] AS ords,
        NULL::boolean AS pending, NULL::boolean AS has_summaries, NULL::boolean AS has_facts
 FROM mk_top t JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = t.key
 UNION ALL
 SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
        (SELECT n FROM m_size), (SELECT den FROM mi_den), ARRAY(SELECT tq::text FROM mi_idf),
-       ARRAY(SELECT tq_a::text FROM mi_idf), ARRAY(SELECT idf FROM mi_idf), ARRAY(SELECT ord FROM mi_idf),
+       ARRAY(SELECT tq_a::text FROM mi_idf), ARRAY(SELECT idf FROM mi_idf),
        EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> ''),
        EXISTS (SELECT 1 FROM summary_memory WHERE user_id = %(uid)s),
        EXISTS (SELECT 1 FROM fact_memory WHERE user_id = %(uid)s)""")
-_INDEXED_NEAR = ("WITH " + _HEAD + _MSG_IDX_VEC + """
+_MSG_IDX_REST = """,
+mi_idf AS MATERIALIZED (
+    SELECT t.ord, t.tq::tsquery AS tq, t.tq_a::tsquery AS tq_a, t.idf
+    FROM unnest(%(tqs)s::text[], %(tqas)s::text[], %(idfs)s::float8[]) WITH ORDINALITY AS t(tq, tq_a, idf, ord)
+),
+mi_den AS (SELECT %(den)s::float8 AS den)""" + _MSG_IDX_VEC
+#: The nearest rows with every column and their keyword score (NULL without any of the words).
+_MSG_NEAR_SELECT = """
 SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
        NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata,
-       coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, NULL::float8 AS ks,
+       coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, """ + _MI_SCORE + """ AS ks,
        c.prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
-       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,
-       ARRAY(SELECT CASE WHEN c.context_tsv @@ lex.tq_a THEN 2 WHEN c.context_tsv @@ lex.tq THEN 1 ELSE 0 END
-             FROM lex ORDER BY lex.ord) AS words
+       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk
 FROM mi_vec JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_vec.key
-    LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id""")
-#: The distance of each of the first statement's rows the nearest did not bring (``keys``; kind
-#: ``distance``, in ``vs``).
+    LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id"""
+#: The distance of each of the first statement's rows (``keys``; kind ``distance``, in ``vs``).
 _MSG_DISTANCES = """
-SELECT 'distance' AS kind, m.id::text AS id, NULL::text AS content, NULL::timestamptz AS created_at,
-       NULL::text AS thread_id, NULL::uuid AS summary_id, NULL::text AS role, NULL::text AS name,
-       NULL::timestamptz AS t0, NULL::timestamptz AS t1, NULL::jsonb AS metadata,
-       coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, NULL::float8 AS ks, NULL::bigint AS prev_id,
-       NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered,
-       false AS spk
+SELECT 'distance', m.id::text, """ + _MARK_COLS + """coalesce(1 - (m.embedding <=> %(qvec)s), 0),
+       NULL::float8""" + _MARK_TAIL + """
 FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (%(keys)s::bigint[])"""
 
 # Every kind's rows come out with the same columns; a message brings the ids of the
@@ -637,12 +631,6 @@ def _keyword_first_query(shape: str) -> tuple[str, tuple[str, ...]]:
     return numbered(sql.SQL(_KEYWORD_FIRST if shape == "small" else _INDEXED_FIRST))
 
 
-@functools.lru_cache(maxsize=1)
-def _near_query() -> tuple[str, tuple[str, ...]]:
-    """The indexed shape's nearest rows (``_INDEXED_NEAR``), numbered as :func:`_search_query` numbers."""
-    return numbered(sql.SQL(_INDEXED_NEAR))
-
-
 @functools.lru_cache(maxsize=32)
 def _search_query(kinds: tuple[str, ...], shape: str = "auto") -> tuple[str, tuple[str, ...]]:
     """:func:`_search_statement` with PostgreSQL's own placeholders (``$1``...), and the
@@ -671,7 +659,8 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
         ctes.append(_MSG_ROWS + _MSG_KW_GIVEN)
         selects.append("(" + _MSG_GIVEN_SELECT + _MSG_EXACT_ORDER + ")")
     elif "messages" in kinds and shape == "large-rest":
-        selects.append(_MSG_DISTANCES)
+        ctes.append(_MSG_IDX_REST)
+        selects.append(_MSG_NEAR_SELECT + _UNION + _MSG_DISTANCES)
     elif "messages" in kinds:
         if shape in ("exact", "auto", "small"):
             ctes.append(_MSG_EXACT)
@@ -891,26 +880,19 @@ class MemorySearch(Table):
 
     def _keyword_ahead_op(self, kinds: tuple[str, ...], shaped: str, params: Sequence[dict[str, Any]],
                           embed: Call, planning: str | None) -> Op[list[list[dict[str, Any]]] | None]:
-        """The exact (``shaped`` "small") or indexed ("large") shape in two or three statements
+        """The exact (``shaped`` "small") or indexed ("large") shape in two statements
         (``_KEYWORD_FIRST``, ``_INDEXED_FIRST``): the keyword half goes out before the queries
-        are embedded and runs while they are (``Ahead``; the indexed shape's nearest rows right
-        behind it once the vector is there, ``_INDEXED_NEAR``), then the rest with its results (the first's columns are the
-        rest's parameters); each query's rows, or None (and the transaction ended) when the
-        user's history is no longer on that side of the switch point, for the switching
-        statement to search. Sets each query's ``qvec`` in ``params``."""
+        are embedded and runs while they are (``Ahead``), then the rest with its results (the
+        first's columns are the second's parameters); each query's rows, or None (and the
+        transaction ended) when the user's history is no longer on that side of the switch
+        point, for the switching statement to search. Sets each query's ``qvec`` in ``params``."""
         uid = params[0]["uid"]
         large = shaped == "large"
         first, first_names = _keyword_first_query(shaped)
-        near_text, near_names = _near_query()
-
-        def near(vectors: Sequence[Any]) -> tuple[Sql, ...]:
-            return tuple(Sql(near_text, [v if n == "qvec" else p[n] for n in near_names], dict, user=uid, raw=True)
-                         for p, v in zip(params, vectors, strict=True))
-
         yield from self._search_settings_op(uid, planning, snapshot=True)
-        vectors, firsts, nears = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict,
-                                                       fetch="all" if large else "one", user=uid, raw=True)
-                                                   for p in params), embed, then=near if large else None)
+        vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict,
+                                                fetch="all" if large else "one", user=uid, raw=True)
+                                            for p in params), embed)
         heads = [next(r for r in got if r["kind"] == "head") for got in firsts] if large else firsts
         for p, qvec, head in zip(params, vectors, heads, strict=True):
             p.update({n: head[n] for n in _FIRST_RESULTS[shaped]}, qvec=qvec)
@@ -924,16 +906,13 @@ class MemorySearch(Table):
         rows = []
         for i, (p, head, got) in enumerate(zip(params, heads, firsts, strict=True)):
             if large:
-                for r in nears[i]:
-                    r["ks"] = _keyword_score(r.pop("words"), head, p["nw"])
-                brought = {r["id"] for r in nears[i]}
-                p["keys"] = [int(r["id"]) for r in got if r["kind"] == "message" and r["id"] not in brought]
+                p["keys"] = [int(r["id"]) for r in got if r["kind"] == "message"]
                 text, names = _search_query(tuple(k for k in kinds if k == "messages" or head["has_" + k]),
                                             "large-rest")
             else:
                 text, names = _search_query(kinds, "given")
             rest = yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True, last=i == len(params) - 1)
-            rows.append(_indexed_rows(got, nears[i], rest, p["pool"]) if large else rest)
+            rows.append(_indexed_rows(got, rest, p["pool"]) if large else rest)
         return rows
 
     def _statement_shape(self, uid: str, kinds: tuple[str, ...], shape: str) -> str:
@@ -1028,31 +1007,18 @@ class MemorySearch(Table):
 
 #: What each shape's first statement gives the statements after it (the exact shape's one row, the
 #: indexed shape's head row).
-_FIRST_RESULTS = {"small": ("kw", "n", "kw_top"), "large": ("n", "den", "idfs", "ords")}
+_FIRST_RESULTS = {"small": ("kw", "n", "kw_top"), "large": ("n", "den", "tqs", "tqas", "idfs")}
 
 
-def _keyword_score(words: Sequence[int], head: dict[str, Any], nw: float) -> float | None:
-    """A nearest row's keyword score from its word matches (``_INDEXED_NEAR``: per query word 2, 1
-    or 0) and the first statement's numbers: ``_MI_SCORE``'s sum, term by term in the same order
-    and float8 arithmetic, so the same float; None where it has none of the words (SQL's empty sum)."""
-    total: float | None = None
-    for place, idf in zip(head["ords"], head["idfs"], strict=True):
-        match = words[place - 1]
-        if match:
-            term = idf * (1.0 if match == 2 else nw)
-            total = term if total is None else total + term
-    return None if total is None else total / head["den"]
-
-
-def _indexed_rows(first: Sequence[dict[str, Any]], nearest: Sequence[dict[str, Any]],
-                  rest: Sequence[dict[str, Any]], pool: int) -> list[dict[str, Any]]:
-    """The indexed shape's rows from its three statements (``_INDEXED_FIRST``, ``_INDEXED_NEAR``,
-    ``large-rest``) as the one statement sends them: the nearest messages and the ``pool`` best of
-    the first's and the nearest by keyword score (ties to the lower id), each with its distance, its
-    keyword score (0 without any of the words) and ``next_id`` where the turn after it is a
-    candidate too, in thread order; then the summaries' and facts' rows."""
+def _indexed_rows(first: Sequence[dict[str, Any]], rest: Sequence[dict[str, Any]],
+                  pool: int) -> list[dict[str, Any]]:
+    """The indexed shape's rows from its two statements (``_INDEXED_FIRST``, ``large-rest``) as the
+    one statement sends them: the nearest messages and the ``pool`` best of both statements' by
+    keyword score (ties to the lower id), each with its distance, its keyword score (0 without any
+    of the words) and ``next_id`` where the turn after it is a candidate too, in thread order; then
+    the summaries' and facts' rows."""
     distance = {r["id"]: r["vs"] for r in rest if r["kind"] == "distance"}
-    near = {r["id"]: r for r in nearest}
+    near = {r["id"]: r for r in rest if r["kind"] == "message"}
     scored = {r["id"]: r for r in first if r["kind"] == "message"}
     scored.update((key, r) for key, r in near.items() if r["ks"] is not None and r["ks"] > 0)
     found = dict(near)
@@ -1062,7 +1028,7 @@ def _indexed_rows(first: Sequence[dict[str, Any]], nearest: Sequence[dict[str, A
     after = {r["prev_id"]: int(key) for key, r in found.items() if r["prev_id"] is not None}
     messages = [dict(r, ks=r["ks"] or 0.0, next_id=after.get(int(key))) for key, r in found.items()]
     messages.sort(key=lambda r: (r["thread_id"], r["created_at"], int(r["id"])))
-    return messages + [r for r in rest if r["kind"] != "distance"]
+    return messages + [r for r in rest if r["kind"] not in ("message", "distance")]
 
 
 def _check_scope(scope: str | Iterable[str] | None) -> tuple[str, ...]:
