@@ -17,6 +17,7 @@ import psycopg
 
 from memory import MemoryManager, Settings
 from memory.aio import AsyncMemoryManager
+from memory.tables import search as search_mod
 from memory.retrieval.embeddings import HashEmbedder
 
 from fix_search_shapes import one_conn  # noqa: F401  (a fixture)
@@ -111,6 +112,33 @@ def test_the_async_front_door_searches_a_large_history_in_the_same_two_statement
             return got
 
     assert asyncio.run(scenario()) == expected
+
+
+def test_the_keyword_statement_runs_its_generic_plan_which_probes_by_key_the_rest_is_planned_for_its_values(
+        one_conn: MemoryManager, user: str) -> None:
+    """The indexed shape's keyword statement reads postings, windows and messages by their primary
+    keys only: its generic plan, made once per connection, is every user's plan (no hash or merge
+    join, no sequential or bitmap scan of a per-user table whatever the estimates). The statement
+    after the embedding, which finds the nearest rows, is planned for its values each time."""
+    mm = one_conn
+    write(mm, user, 30)
+    mm.search_memory("warm-up", user_id=user)  # seen large
+    for q in QUERIES:
+        mm.search_memory(q, user_id=user)
+    with mm.db.pool.connection() as conn:
+        plans = dict(conn.execute(
+            "SELECT CASE WHEN strpos(statement, %s) > 0 THEN 'first' ELSE 'rest' END,"
+            " ARRAY[generic_plans, custom_plans] FROM pg_prepared_statements"
+            " WHERE strpos(statement, %s) > 0 OR strpos(statement, %s) > 0",
+            (INDEXED_FIRST, INDEXED_FIRST, INDEXED_REST)).fetchall())
+        assert plans == {"first": [len(QUERIES), 0], "rest": [0, len(QUERIES)]}
+        text, _ = search_mod._keyword_first_query("large")
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (GENERIC_PLAN) " + text).fetchall())
+    tables = ("conversational_memory", "conversational_context", "conversational_terms")
+    assert "Index Only Scan using conversational_terms_pkey" in plan
+    for bad in ["Hash Join", "Merge Join", "Hash Semi Join", "Hash Anti Join"] + [
+            f"{scan} on {t}" for t in tables for scan in ("Seq Scan", "Bitmap Heap Scan")]:
+        assert bad not in plan, bad
 
 
 def test_a_history_fallen_under_the_switch_since_the_last_search_is_searched_exactly(one_conn: MemoryManager,

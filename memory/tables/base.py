@@ -181,7 +181,7 @@ class Table:
                   fetch="none", user=user)
         yield Sql(sql.SQL("SET LOCAL hnsw.iterative_scan = strict_order"), fetch="none", user=user)
         if plans == "custom":
-            yield Sql(sql.SQL("SET LOCAL plan_cache_mode = force_custom_plan"), fetch="none", user=user)
+            yield Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=user)
         elif plans == "generic":
             yield Sql(sql.SQL(GENERIC_UNLESS_CHOSEN), fetch="none", user=user)
 
@@ -331,6 +331,9 @@ def plans_for(known: int | None, switch: int) -> str:
     half the switch point), else "custom" (``Table._search_settings_op``)."""
     return "generic" if known is not None and known <= switch // 2 else "custom"
 
+
+#: Plans made for the values of each run, for the rest of this transaction.
+CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 #: The generic plan for this transaction, unless the session set ``plan_cache_mode`` itself.
 GENERIC_UNLESS_CHOSEN = ("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
