@@ -1027,18 +1027,21 @@ def _indexed_rows(first: Sequence[dict[str, Any]], rest: Sequence[dict[str, Any]
     one statement sends them: the nearest messages and the ``pool`` best of both statements' by
     keyword score (ties to the lower id), each with its distance, its keyword score (0 without any
     of the words) and ``next_id`` where the turn after it is a candidate too, in thread order; then
-    the summaries' and facts' rows."""
+    the summaries' and facts' rows. The rows are the statements' own dicts, completed in place."""
     distance = {r["id"]: r["vs"] for r in rest if r["kind"] == "distance"}
-    near = {r["id"]: r for r in rest if r["kind"] == "message"}
-    scored = {r["id"]: r for r in first if r["kind"] == "message"}
-    scored.update((key, r) for key, r in near.items() if r["ks"] is not None and r["ks"] > 0)
-    found = dict(near)
-    for r in sorted(scored.values(), key=lambda r: (-r["ks"], int(r["id"])))[:pool]:
+    found = {r["id"]: r for r in rest if r["kind"] == "message"}
+    scored = [r for r in first if r["kind"] == "message" and r["id"] not in found]
+    scored += [r for r in found.values() if r["ks"] is not None and r["ks"] > 0]
+    scored.sort(key=lambda r: (-r["ks"], int(r["id"])))
+    for r in scored[:pool]:
         if r["id"] not in found:
-            found[r["id"]] = dict(r, vs=distance[r["id"]])
+            r["vs"] = distance[r["id"]]
+            found[r["id"]] = r
     after = {r["prev_id"]: int(key) for key, r in found.items() if r["prev_id"] is not None}
-    messages = [dict(r, ks=r["ks"] or 0.0, next_id=after.get(int(key))) for key, r in found.items()]
-    messages.sort(key=lambda r: (r["thread_id"], r["created_at"], int(r["id"])))
+    for key, r in found.items():
+        r["ks"] = r["ks"] or 0.0
+        r["next_id"] = after.get(int(key))
+    messages = sorted(found.values(), key=lambda r: (r["thread_id"], r["created_at"], int(r["id"])))
     return messages + [r for r in rest if r["kind"] not in ("message", "distance")]
 
 
