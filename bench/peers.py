@@ -2,7 +2,7 @@
 
     pip install -e '.[bench]'        # langgraph-checkpoint-postgres (mem0 is not used)
     python bench/peers.py [--backend onnx|torch] [--peer-embedder same|default] [--threads 1]
-                          [--rounds 3] [--queries 60] [--scale 100000] [--layouts 200users,oneuser]
+                          [--rounds 3] [--queries 60] [--warmup 0] [--scale 100000] [--layouts 200users,oneuser]
                           [--ingest-only | --scale-only] [--shared-buffers 2GB] [--json out.json]
 
 Every system gets the same texts (LoCoMo turns), the same queries (LoCoMo questions),
@@ -23,7 +23,9 @@ Phases:
    (all turns in one ``embed`` call, measured right next to agentmem's ingest); then search
    p50/p95 with the query embedding included (agentmem ``search_memory`` and
    ``read_knowledge``), k=10: a first pass of every query once per system, printed on its
-   own, then the interleaved rounds, whose figures are the comparison. The first pass
+   own, then the interleaved rounds, whose figures are the comparison (with ``--warmup N``,
+   each system's timed searches of a round follow N other questions, untimed: the system
+   before it in the round leaves the CPU caches holding its own data). The first pass
    reads each system's pages into shared buffers: after the loads and the index builds
    they hold whatever was written last, so the first search of a system's rows copies
    pages in from the OS cache. agentmem's searches read its keyword tables besides the
@@ -300,24 +302,40 @@ def new_database(uri: str, name: str) -> str:
 Timings = tuple[dict[str, list[float]], dict[str, list[float]]]
 
 
-def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int) -> tuple[Timings, Timings]:
+def warmup_asks(asks: list[tuple[str, str]], questions: Sequence[Any], n: int) -> list[tuple[str, str]]:
+    """``n`` questions that are not among ``asks`` (their own draw: ``asks`` stay those of the
+    same seed without warm-up), each for the user of one of the asks."""
+    asked = {q for _, q in asks}
+    spare = [q.text for q in random.Random(11).sample(questions, len(questions)) if q.text not in asked]
+    return [(asks[i % len(asks)][0], spare[i]) for i in range(n)]
+
+
+def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int,
+                  warm: Sequence[tuple[str, str]] = ()) -> tuple[Timings, Timings]:
     """Per search, the seconds of the whole call and the seconds spent in the embedder, kept
     apart for a first pass (every query once per system: it reads each system's pages into
     shared buffers, which the loads and index builds left holding whatever was built last)
-    and for the ``rounds`` interleaved rounds after it."""
+    and for the ``rounds`` interleaved rounds after it. With ``warm`` (other questions), in
+    each round each search of each system first runs those untimed: the system before it in
+    the round leaves the CPU caches holding its own data, so without them a system's first
+    searches of a round measure partly whichever system ran before it (the p95 of 60
+    searches is the third slowest)."""
     first: Timings = ({}, {})
     for sys_ in systems:
         _time_searches(sys_, asks, first)
     timed: Timings = ({}, {})
     for r in range(rounds):
         for sys_ in (systems if r % 2 == 0 else systems[::-1]):
-            _time_searches(sys_, asks, timed)
+            _time_searches(sys_, asks, timed, warm)
     return first, timed
 
 
-def _time_searches(sys_: Any, asks: list[tuple[str, str]], into: Timings) -> None:
+def _time_searches(sys_: Any, asks: list[tuple[str, str]], into: Timings,
+                   warm: Sequence[tuple[str, str]] = ()) -> None:
     lat, emb = into
     for name, fn in sys_.searches().items():
+        for u, q in warm:
+            fn(u, q)
         for u, q in asks:
             e0 = sys_.encoder.seconds
             t0 = time.perf_counter()
@@ -424,7 +442,8 @@ def run_ingest(systems: list[Any], encoders: dict[str, Any], texts: list[str], a
 
 def locomo_phase(uri: str, args: Any, encoders: dict[str, Any], mine: Any, peer: Any, texts: list[str],
                  agentmem_texts: list[str], convs: list[str], by_conv: dict[str, list[tuple[str, str]]], label: str,
-                 asks: list[tuple[str, str]], result: dict[str, Any]) -> np.ndarray | None:
+                 asks: list[tuple[str, str]], warm: Sequence[tuple[str, str]],
+                 result: dict[str, Any]) -> np.ndarray | None:
     """Phase 1: ingest rounds and searches at LoCoMo size; the raw encoder's vectors of the
     turns (None with --ingest-only: nothing follows)."""
     db = new_database(uri, "p_locomo")
@@ -444,7 +463,7 @@ def locomo_phase(uri: str, args: Any, encoders: dict[str, Any], mine: Any, peer:
         bulk.write_knowledge_batch([{"content": t} for _, t in by_conv[c]], user_id=f"r0-{c}")
     bulk.close()
     result["locomo_search"] = report_searches(f"[{label}] LoCoMo size (3 users, ~480 rows each)",
-                                              search_rounds(systems, asks, args.rounds))
+                                              search_rounds(systems, asks, args.rounds, warm))
     for s in systems:
         s.close()
     return base
@@ -461,6 +480,8 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=100_000, help="rows of the scale phase (0: skip it)")
     ap.add_argument("--layouts", default="200users,oneuser",
                     help="the scale phase's layouts, comma-separated: 200users (200 x scale/200 rows), oneuser")
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="in each round, this many other questions untimed before each system's timed searches")
     ap.add_argument("--ingest-only", action="store_true", help="the LoCoMo ingest rounds only, no search phase")
     ap.add_argument("--scale-only", action="store_true", help="the scale phase only (phase 1 skipped)")
     add_shared_buffers(ap)  # the same for every system
@@ -503,7 +524,7 @@ def main() -> None:
             base = mine.inner.embed(texts)
         else:
             base = locomo_phase(uri, args, encoders, mine, peer, texts, agentmem_texts, convs, by_conv, label,
-                                locomo_asks, result)
+                                locomo_asks, warmup_asks(locomo_asks, questions, args.warmup), result)
         if base is None:
             return
         # Phase 2: --scale rows, as 200 users and as one user. Each system's rows carry
@@ -548,7 +569,7 @@ def main() -> None:
                 asks = [(f"u{rng.randrange(users):03d}", q.text) for q in rng.sample(questions, args.queries)]
                 result[f"search_{layout}"] = report_searches(
                     f"[{label}] {args.scale} rows, {layout} ({per} rows each)",
-                    search_rounds(systems, asks, args.rounds))
+                    search_rounds(systems, asks, args.rounds, warmup_asks(asks, questions, args.warmup)))
                 for s in systems:
                     s.close()
     print(f"\nload average at end: {environment()['loadavg_at_end']}")

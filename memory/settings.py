@@ -211,7 +211,8 @@ class Settings:
     passage_near_duplicate_similarity: float = field(default=0.99, metadata=bounds(0, le=1))
     # Bounded search work: a query longer than ``max_query_chars`` is refused (InvalidInputError);
     # at most ``search_max_terms`` distinct words of it are matched, and each word brings at
-    # most ``search_term_candidates`` rows from the full-text index to be ranked.
+    # most ``search_term_candidates`` rows (from the postings of migrations 013 and 015, or the
+    # full-text index) to be ranked; a word is counted up to that many rows.
     max_query_chars: int = 20_000
     search_max_terms: int = 32
     search_term_candidates: int = 500
@@ -220,7 +221,8 @@ class Settings:
     # measured the indexed shape slower at 1,000 messages (1.07x the exact p50) and faster
     # from 2,000 (0.63x; 0.19x at 10,000), top-10 agreement 0.99 / 0.98 / 0.92 (with the
     # count kept on write and common words not looked up, migration 012; 0.09x at 100,000
-    # before). ``search_sample_rows`` tell which query words are common there and how common.
+    # before). There a word in more than ``search_term_candidates`` messages is common, and
+    # how common is its share of the user's first ``search_sample_rows`` messages.
     search_exact_max_rows: int = 2_000
     search_sample_rows: int = 1_000
     # The similarity reads (knowledge, workflows, entities, summaries, facts) read every row

@@ -135,6 +135,31 @@ def test_a_small_history_is_searched_by_the_exact_only_statement_with_the_same_h
     assert again == {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="exact")) for q in QUERIES}
 
 
+def test_the_statement_after_the_embedding_carries_summaries_and_facts_only_for_a_user_with_some(
+        one_conn: MemoryManager, user: str, thread: str) -> None:
+    """The exact shape's keyword statement says whether the user has summaries or facts; the
+    statement after the embedding plans and runs their halves only then. The hits are the one
+    statement's either way."""
+    mm = one_conn
+    msgs = [dict(role="user", name=name, content=text, created_at=NOW - timedelta(days=3, minutes=-i))
+            for i, (name, text) in enumerate(TURNS[:10])]
+    mm.write_messages(msgs, user_id=user, thread_id=thread)
+    lean = {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW)) for q in QUERIES}
+    assert statement_runs(mm, KEYWORD_GIVEN) == len(QUERIES)
+    assert statement_runs(mm, KEYWORD_GIVEN, "s_total AS (") == statement_runs(mm, KEYWORD_GIVEN, "f_total AS (") == 0
+    assert lean == {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="exact")) for q in QUERIES}
+    summary = mm.write_summary("Ann's Olympus film camera from the flea market",
+                               "Ann found a working Olympus film camera at a flea market.", user_id=user,
+                               thread_id=thread)
+    mm.remember("stable_fact", "Ann shoots film with an Olympus camera", user_id=user)
+    full = {q: mm.search_memory(q + " again", user_id=user, k=8, now=NOW) for q in QUERIES}  # not embedded yet
+    assert statement_runs(mm, KEYWORD_GIVEN, "s_total AS (", "f_total AS (") == len(QUERIES)
+    assert {h.item.kind for q in QUERIES for h in full[q]} == {"message", "summary", "fact"}
+    assert str(summary.summary_id) in {h.item.id for h in full[QUERIES[1]]}
+    assert {q: found(full[q]) for q in QUERIES} == {
+        q: found(mm.search_memory(q + " again", user_id=user, k=8, now=NOW, shape="exact")) for q in QUERIES}
+
+
 def test_an_unseen_large_history_is_searched_by_the_indexed_shape(one_conn: MemoryManager, user: str,
                                                                   thread: str) -> None:
     mm = one_conn
