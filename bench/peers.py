@@ -31,7 +31,7 @@ Phases:
    pages in from the OS cache. agentmem's searches read its keyword tables besides the
    vectors, so they pay it most: its own part's p50 in the first pass was 2.0x the later
    rounds' for ``search_memory`` at 200 users x 500 rows and 1.28x with one user of 100k
-   rows, the peers' 0.86-1.23x (README, the paragraph on CPUs without AVX-512).
+   rows, the peers' 0.86-1.23x (docs/benchmarks.md, the CPU without AVX-512).
 2. ``--scale`` rows (default 100k) as 200 users x 500 rows, then as one user with all of
    them: rows are LoCoMo turns with a row number appended, their vectors the turn's
    vector (by that system's embedder) plus small noise, loaded through each system's own write API with a lookup
