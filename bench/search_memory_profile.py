@@ -7,22 +7,35 @@ sample as ``peers.py``: seed 7) run ``--rounds`` times. Each query's vector is c
 once beforehand and served from a cache, so every figure is agentmem's own part: the
 whole call, and in it
 
-* ``statement``: the one round trip (``memory.store.ops.execute_last``: BEGIN, settings,
-  the search statement, COMMIT, rows fetched into dicts);
+* ``keyword statement, beyond the model``: a query not embedded yet sends the keyword
+  statement before the model runs (``memory.store.ops.execute_ahead``: BEGIN, settings,
+  the statement, its rows read after the model), so this is what the statement costs on
+  top of the model's own time: the wait for its rows and the sending;
+* ``statement after the model``: the rest of the search, which needs the vector, and
+  COMMIT, one round trip (``execute_committing``), rows fetched into dicts;
+* ``one statement``: the whole search in one round trip (``execute_last``), where the
+  query's vector was cached in the embedding service (not the case here: its cache is off,
+  as in ``peers.py``, so this line is empty unless that changes);
 * ``rows -> candidates`` and ``ranking`` (fusion, neighbours, thread, keyword feedback,
   hits): the Python after the rows arrive;
 * ``embedding service``: the embedding call around the model call (the model's own time
-  taken out: the hand-off to the service's worker thread and back); the model's result is
-  cached unless ``--model-every-time``, which runs it for every search as ``peers.py`` does;
+  taken out); the model's result is cached in this script (not in the service) unless
+  ``--model-every-time``, which runs it for every search as ``peers.py`` does;
 * ``rest``: validation, time phrases, speakers, the operation driver.
 
-Then EXPLAIN (ANALYZE, BUFFERS) of the search statement for the first query, as it runs
-(the prepared statement's generic plan, which the library asks for where the user is
-well inside the exact shape), with each CTE's time.
+Then EXPLAIN (ANALYZE, BUFFERS) of both statements for the first query, as they run (the
+prepared statements' generic plans, which the library asks for where the user is well
+inside the exact shape), with each CTE's time.
 
     python bench/search_memory_profile.py                  # ~1 min
     python bench/search_memory_profile.py --rounds 5 --explain-all
-    python bench/search_memory_profile.py --model-every-time    # the service's hand-off after a real model run
+    python bench/search_memory_profile.py --model-every-time --torch-threads 1   # as peers.py runs it
+
+With the model run every time, the keyword statement runs on the server while the model
+runs here, so its line is what is left of it after the model. That takes a core for the
+server: with the runtime's default threads (one per core) the model takes both, and the
+keyword statement, waiting for one, showed 1.95 ms beyond the model at p50 against 0.56
+with one thread (2 cores).
 """
 
 from __future__ import annotations
@@ -88,6 +101,30 @@ class Spans:
 
         setattr(owner, name, timed)
 
+    def wrap_ahead(self, label: str) -> None:
+        """Time ``ops.execute_ahead`` per call without the time of its call (the query's embedding)."""
+        fn = ops.execute_ahead
+        samples = self.samples.setdefault(label, [])
+
+        def timed(conn: Any, ahead: ops.Ahead, head: Any = ()) -> Any:
+            in_call = 0.0
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                nonlocal in_call
+                t = time.perf_counter()
+                try:
+                    return ahead.call.fn(*args, **kwargs)
+                finally:
+                    in_call += time.perf_counter() - t
+
+            t0 = time.perf_counter()
+            try:
+                return fn(conn, ops.Ahead(ahead.steps, ops.Call(call, ahead.call.args, ahead.call.kwargs)), head)
+            finally:
+                samples.append(time.perf_counter() - t0 - in_call)
+
+        ops.execute_ahead = timed
+
 
 def literal(value: Any, conn: psycopg.Connection) -> str:
     if isinstance(value, np.ndarray):
@@ -95,19 +132,17 @@ def literal(value: Any, conn: psycopg.Connection) -> str:
     return sql.Literal(value).as_string(conn)
 
 
-def explain(mm: MemoryManager, captured: dict[str, Any]) -> str:
-    """EXPLAIN (ANALYZE, BUFFERS) of the captured search statement, prepared as agentmem prepares it."""
-    text, names = captured["stmt"]
-    params = captured["params"][0]
-    values = [params[n] for n in names]
-    with mm.db.connection(params["uid"]) as conn:
+def explain(mm: MemoryManager, user: str, step: ops.Sql) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of a captured search statement, prepared as agentmem prepares it."""
+    values = list(step.params)
+    with mm.db.connection(user) as conn:
         conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
         cur = psycopg.RawCursor(conn)
         for _ in range(6):  # past PostgreSQL's five custom plans: the generic one, as in the library
-            cur.execute(text, values, prepare=True)
+            cur.execute(step.stmt, values, prepare=True)
             cur.fetchall()
         row = conn.execute("SELECT name, parameter_types::text[] FROM pg_prepared_statements WHERE statement = %s",
-                           (text,)).fetchone()
+                           (step.stmt,)).fetchone()
         assert row is not None
         name, types = row
         args = ", ".join(f"{literal(v, conn)}::{t}" for v, t in zip(values, types, strict=True))
@@ -147,19 +182,24 @@ def main() -> None:
             mm.write_messages([{"role": "user" if i % 2 == 0 else "assistant", "content": t.text}
                                for i, t in enumerate(conv)], user_id=f"r0-{c}", thread_id="t")
         asks = [(f"r0-{q.conversation}", q.text) for q in random.Random(7).sample(questions, args.queries)]
-        captured: dict[str, Any] = {}
-        search_rows = search_mod.MemorySearch._search_rows_op
+        captured: dict[str, ops.Sql] = {}  # the first search's statements, for EXPLAIN
+        for fn, label in ((ops.execute_ahead, "keyword"), (ops.execute_committing, "rest"),
+                          (ops.execute_last, "one")):
+            def capturing(*args: Any, _fn: Any = fn, _label: str = label) -> Any:
+                step = args[1].steps[0] if _label == "keyword" else args[1]
+                if _label == "one":
+                    step = step[-1]
+                captured.setdefault(_label, step)
+                return _fn(*args)
 
-        def capture(self: Any, stmt: Any, params: Any, planning: Any = None) -> Any:
-            captured.setdefault("stmt", stmt)
-            captured.setdefault("params", params)
-            return (yield from search_rows(self, stmt, params, planning))
-
-        search_mod.MemorySearch._search_rows_op = capture  # type: ignore[method-assign]
+            setattr(ops, fn.__name__, capturing)
         for u, q in asks:  # warm: query vectors cached, statements prepared, speaker names cached
             mm.search_memory(q, user_id=u, k=10)
         spans = Spans()
-        spans.wrap(ops, "execute_last", "statement")
+        captured.clear()  # the statements of the first timed search, with its own parameters
+        spans.wrap_ahead("keyword statement, beyond the model")
+        spans.wrap(ops, "execute_committing", "statement after the model")
+        spans.wrap(ops, "execute_last", "one statement")
         spans.wrap(search_mod, "_candidate", "rows -> candidates")
         spans.wrap(search_mod, "_rank", "ranking")
         spans.wrap(embeddings_mod.EmbeddingService, "embed", "embedding service minus the model", minus=encoder)
@@ -173,26 +213,29 @@ def main() -> None:
         rows = [["own part (whole call minus the model)", *percentiles(total).values()]]
         sums = {label: sum(v) for label, v in spans.samples.items()}
         for label, v in spans.samples.items():
+            if not v:  # e.g. the one statement, when every query goes in two
+                continue
             if label == "rows -> candidates":  # one call per candidate row: per search, the sum
                 rows.append([label + " (per search, mean)", float("nan"), float("nan"), 1000 * sums[label] / n, n])
                 continue
             rows.append([label, *percentiles(v).values()])
-        accounted = sums["statement"] + sums["rows -> candidates"] + sums["ranking"] + sums[
-            "embedding service minus the model"]
+        accounted = sum(sums.values())
         rows.append(["rest (validation, time phrases, speakers, driver; mean)", float("nan"), float("nan"),
                      1000 * (sum(total) - accounted) / n, n])
         print_table(f"search_memory(q, k=10) at LoCoMo size ({len(convs)} users, {len(turns)} turns), "
                     f"{args.queries} questions x {args.rounds} rounds; ms",
                     ["part", "p50", "p95", "mean", "n"], rows)
-        plan = explain(mm, captured)
+        plans = {label: explain(mm, asks[0][0], step) for label, step in captured.items()}
         mm.close()
-    print(f"\nEXPLAIN (ANALYZE, BUFFERS) of the statement for {asks[0][1]!r} (user {asks[0][0]}):")
-    if args.explain_all:
-        print(plan)
-    else:
-        print_table("CTEs (a CTE's time includes the CTEs it reads first)", ["CTE", "actual ms", "rows"],
-                    cte_times(plan))
-        print("\n".join(line for line in plan.splitlines() if line.startswith(("Planning", "Execution"))))
+    names = {"keyword": "the keyword statement", "rest": "the statement after the model", "one": "the one statement"}
+    for label, plan in plans.items():
+        print(f"\nEXPLAIN (ANALYZE, BUFFERS) of {names[label]} for {asks[0][1]!r} (user {asks[0][0]}):")
+        if args.explain_all:
+            print(plan)
+        else:
+            print_table("CTEs (a CTE's time includes the CTEs it reads first)", ["CTE", "actual ms", "rows"],
+                        cte_times(plan))
+            print("\n".join(line for line in plan.splitlines() if line.startswith(("Planning", "Execution"))))
     print_load()
 
 
