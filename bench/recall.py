@@ -118,7 +118,7 @@ def search_all(mm: MemoryManager, data: Dataset, *, weights: SearchWeights, time
 
 def rerank(runs: dict[str, list[_Candidate]], method: str, weights: SearchWeights,
            queries: dict[str, str]) -> dict[str, list[MemoryHit]]:
-    return {qid: _rank(hits, method, weights, queries[qid]) for qid, hits in runs.items()}
+    return {qid: _rank(hits, method, weights, queries[qid], len(hits)) for qid, hits in runs.items()}
 
 
 def by_type_rows(label: str, runs: dict[str, list[MemoryHit]], data: Dataset, evidence: dict[str, set[int]],

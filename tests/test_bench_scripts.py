@@ -1,0 +1,54 @@
+"""The benchmark scripts that reach into the library's internals still run.
+
+Most of ``bench/`` goes through the public API, but a few read private parts of the search
+(``recall.py`` re-ranks ``search_memory``'s candidates with ``_rank``; ``search_memory_profile.py``
+times the statements by wrapping ``memory.store.ops``). Both had stopped running after a
+change to those parts, unnoticed until someone ran them. Each runs here in its smallest
+form, as a subprocess with its own embedded server, and must finish and print its table.
+No figure is checked: the benches measure, the tests elsewhere decide.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo"  # bench/_public_data.py reads it there
+
+
+def bench(name: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / f"{name}.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"bench/{name}.py failed:\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def row(out: str, label: str) -> list[str]:
+    """The cells after ``label`` of the first table row that starts with it."""
+    for line in out.splitlines():
+        if line.startswith(label):
+            return line[len(label):].split()
+    raise AssertionError(f"no row {label!r} in:\n{out}")
+
+
+def test_recall_quick_reranks_the_searches_candidates_by_every_method() -> None:
+    out = bench("recall", "--quick")
+    for phase in ("before consolidation", "after consolidation"):
+        table = out.split(f"[{phase}] recall of evidence turns")[1].split("\n\n")[0]
+        for method in ("vector", "keyword", "hybrid"):  # R@1, R@5, R@10 over every answerable question
+            assert re.search(rf"^{method}\s+all\s+\d+(\s+[01]\.\d{{3}}){{3}}$", table, re.M), table
+
+
+@pytest.mark.skipif(not LOCOMO.is_dir(), reason="the public LoCoMo dev data (../shared/data) is not on this machine")
+def test_search_memory_profile_times_both_statements_of_a_search() -> None:
+    out = bench("search_memory_profile", "--rounds", "1", "--queries", "3", "--model-every-time",
+                "--torch-threads", "1")
+    for part in ("keyword statement, beyond the model", "statement after the model", "ranking"):
+        assert row(out, part)[-1] == "3", out  # n: one sample per search
+    assert "EXPLAIN (ANALYZE, BUFFERS) of the keyword statement" in out
+    assert "EXPLAIN (ANALYZE, BUFFERS) of the statement after the model" in out
