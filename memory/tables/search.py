@@ -394,6 +394,14 @@ _MARK_COLS = ("NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text
 _MARK_HEAD = "NULL::text, " + _MARK_COLS  # id, then those
 _MARK_TAIL = ", NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false"
 
+#: A message row ``m``'s columns as a hit shows them, up to its distance (``vs``) and from the
+#: turn after it on: the two statements of the indexed shape that read whole message rows.
+_M_HIT_HEAD = ("'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role,"
+               " m.name,\n       NULL::timestamptz AS t0, NULL::timestamptz AS t1,"
+               " nullif(m.metadata, '{}') AS metadata, ")
+_M_HIT_TAIL = ("NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,\n"
+               "       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk")
+
 #: Whether the user has any summaries or facts at all: the statement after the embedding carries
 #: their halves (planned and run even when they find nothing: ~0.4 ms at LoCoMo size) only then.
 _HAS_KINDS = ("EXISTS (SELECT 1 FROM summary_memory WHERE user_id = %(uid)s) AS has_summaries,"
@@ -452,10 +460,8 @@ mk_top AS (
     WHERE (SELECT true FROM conversational_memory m WHERE m.id = k.key AND """ + _M_WHERE + """)
     ORDER BY k.ks DESC, k.key LIMIT %(pool)s
 )
-SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
-       NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata, NULL::float8 AS vs,
-       t.ks, t.prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
-       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,
+SELECT """ + _M_HIT_HEAD + """NULL::float8 AS vs,
+       t.ks, t.prev_id, """ + _M_HIT_TAIL + """,
        NULL::bigint AS n, NULL::float8 AS den, NULL::text[] AS tqs, NULL::text[] AS tqas, NULL::float8[] AS idfs,
        NULL::boolean AS pending, NULL::boolean AS has_summaries, NULL::boolean AS has_facts
 FROM mk_top t CROSS JOIN LATERAL (
@@ -475,11 +481,9 @@ mi_idf AS MATERIALIZED (
 mi_den AS (SELECT %(den)s::float8 AS den)""" + _MSG_IDX_VEC
 #: The nearest rows with every column and their keyword score (NULL without any of the words).
 _MSG_NEAR_SELECT = """
-SELECT 'message' AS kind, m.id::text AS id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
-       NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata,
+SELECT """ + _M_HIT_HEAD + """
        coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, """ + _MI_SCORE + """ AS ks,
-       c.prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
-       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk
+       c.prev_id, """ + _M_HIT_TAIL + """
 FROM mi_vec JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_vec.key
     LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id"""
 #: The distance of each of the first statement's rows (``keys``; kind ``distance``, in ``vs``).
