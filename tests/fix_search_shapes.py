@@ -24,8 +24,8 @@ def one_conn(settings: Settings) -> Iterator[MemoryManager]:
 #: user is large now), the indexed-only one (saying small), and each shape in two statements:
 #: the keyword half sent ahead of the embedding, then the rest with its results.
 EXACT_ONLY, INDEXED_ONLY = "SELECT 'large'", "SELECT 'small'"
-KEYWORD_FIRST, KEYWORD_GIVEN = "ARRAY(SELECT key FROM me_kw_rows", "::jsonb AS ks)"
-INDEXED_FIRST, INDEXED_REST = "mk_top AS (", "SELECT 'distance'"
+KEYWORD_FIRST, EXACT_NEAR = "me_top AS (", "ORDER BY v.d, v.key LIMIT"
+INDEXED_FIRST, INDEXED_REST = "mk_top AS (", "mi_vec JOIN"
 
 
 def statement_runs(mm: MemoryManager, marker: str, *also: str) -> int:

@@ -17,7 +17,7 @@ from memory.store.ops import run
 from memory.tables.search import DEFAULT_WEIGHTS
 
 from fix_search_shapes import one_conn  # noqa: F401  (a fixture)
-from fix_search_shapes import EXACT_ONLY, KEYWORD_FIRST, KEYWORD_GIVEN, statement_runs
+from fix_search_shapes import EXACT_ONLY, KEYWORD_FIRST, EXACT_NEAR, statement_runs
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 
@@ -127,10 +127,10 @@ def test_a_small_history_is_searched_by_the_exact_only_statement_with_the_same_h
     # unseen user, the query not embedded yet: the exact shape in two statements, the keyword half
     # sent ahead of the embedding
     first = found(mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW))
-    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, KEYWORD_GIVEN, EXACT_ONLY)] == [1, 1, 0]
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR, EXACT_ONLY)] == [1, 1, 0]
     # the first query's vector is cached now: nothing to overlap, the exact-only statement alone
     again = {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW)) for q in QUERIES}
-    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, KEYWORD_GIVEN, EXACT_ONLY)] == [len(QUERIES)] * 2 + [1]
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR, EXACT_ONLY)] == [len(QUERIES)] * 2 + [1]
     assert again[QUERIES[0]] == first and all(again.values())
     assert again == {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="exact")) for q in QUERIES}
 
@@ -145,15 +145,15 @@ def test_the_statement_after_the_embedding_carries_summaries_and_facts_only_for_
             for i, (name, text) in enumerate(TURNS[:10])]
     mm.write_messages(msgs, user_id=user, thread_id=thread)
     lean = {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW)) for q in QUERIES}
-    assert statement_runs(mm, KEYWORD_GIVEN) == len(QUERIES)
-    assert statement_runs(mm, KEYWORD_GIVEN, "s_total AS (") == statement_runs(mm, KEYWORD_GIVEN, "f_total AS (") == 0
+    assert statement_runs(mm, EXACT_NEAR) == len(QUERIES)
+    assert statement_runs(mm, EXACT_NEAR, "s_total AS (") == statement_runs(mm, EXACT_NEAR, "f_total AS (") == 0
     assert lean == {q: found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="exact")) for q in QUERIES}
     summary = mm.write_summary("Ann's Olympus film camera from the flea market",
                                "Ann found a working Olympus film camera at a flea market.", user_id=user,
                                thread_id=thread)
     mm.remember("stable_fact", "Ann shoots film with an Olympus camera", user_id=user)
     full = {q: mm.search_memory(q + " again", user_id=user, k=8, now=NOW) for q in QUERIES}  # not embedded yet
-    assert statement_runs(mm, KEYWORD_GIVEN, "s_total AS (", "f_total AS (") == len(QUERIES)
+    assert statement_runs(mm, EXACT_NEAR, "s_total AS (", "f_total AS (") == len(QUERIES)
     assert {h.item.kind for q in QUERIES for h in full[q]} == {"message", "summary", "fact"}
     assert str(summary.summary_id) in {h.item.id for h in full[QUERIES[1]]}
     assert {q: found(full[q]) for q in QUERIES} == {
@@ -167,7 +167,7 @@ def test_an_unseen_large_history_is_searched_by_the_indexed_shape(one_conn: Memo
     write(mm, user, thread + "-b", NOW - timedelta(days=2))  # 24 messages, never searched: above the switch point
     hits = mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW)
     # the keyword half went first, said the user is large, and the switching statement searched
-    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, KEYWORD_GIVEN, EXACT_ONLY)] == [1, 0, 0]
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR, EXACT_ONLY)] == [1, 0, 0]
     assert hits and found(hits) == found(mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW, shape="indexed"))
 
 
@@ -182,4 +182,43 @@ def test_a_history_grown_above_the_switch_since_the_last_search_is_searched_by_t
         assert hits and found(hits) == found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="indexed")), q
     # after the warm-up's, the first search's keyword half said the user is large now and the switching
     # statement searched; the next searches knew it (the indexed-only statement)
-    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, KEYWORD_GIVEN)] == [2, 1]
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR)] == [2, 1]
+
+
+def test_the_exact_shape_in_two_statements_finds_what_the_one_statement_finds_under_every_filter(
+        one_conn: MemoryManager, user: str, thread: str) -> None:
+    """Two threads interleaved in time (11 messages: under the switch point), one row expired, an
+    assistant turn without content (a keyword candidate only through the turn before it), then a
+    message written without its embedding: for each filter, a query not embedded yet (the keyword
+    statement ahead of the model, the nearest rows after it) gets the one statement's hits, scores
+    and signals, neighbour shares included."""
+    mm = one_conn
+    start = NOW - timedelta(days=5)
+    msgs = [dict(role="user", name=name, content=text, created_at=start + timedelta(minutes=i))
+            for i, (name, text) in enumerate(TURNS[:6])]
+    msgs.insert(3, dict(role="assistant", content="", created_at=start + timedelta(minutes=2, seconds=30)))
+    ids = [m.id for m in mm.write_messages(msgs, user_id=user, thread_id=thread)]
+    mm.write_messages([dict(role="user", name=name, content=text, created_at=start + timedelta(minutes=i, seconds=20))
+                       for i, (name, text) in enumerate(TURNS[6:10])], user_id=user, thread_id=thread + "-b")
+    with mm.db.connection() as conn:
+        conn.execute("UPDATE conversational_memory SET expires_at = now() - interval '1 hour'"
+                     " WHERE user_id = %s AND id = %s", (user, ids[5]))
+    cases = [dict(), dict(thread_id=thread), dict(since=start + timedelta(minutes=2)),
+             dict(until=start + timedelta(minutes=4))]
+    asked = 0
+    for n, filters in enumerate(cases):
+        for q in ("the Olympus film camera still works", "kids camping at the beach"):
+            two = found(mm.search_memory(f"{q} ({n})", user_id=user, k=20, now=NOW, **filters))
+            asked += 1
+            assert statement_runs(mm, EXACT_NEAR) == asked
+            one = found(mm.search_memory(f"{q} ({n})", user_id=user, k=20, now=NOW, shape="exact", **filters))
+            assert two == one, (q, filters)
+            assert any(s["neighbour"] > 0 for _, _, sig in two for s in [dict(sig)]), (q, filters)
+    assert str(ids[3]) in {h.item.id for h in mm.search_memory("film camera", user_id=user, k=20, now=NOW)}
+    assert str(ids[5]) not in {h.item.id for h in mm.search_memory("light meter", user_id=user, k=20, now=NOW)}
+    late = mm.write_messages([dict(role="user", content="Ann sold the Olympus camera to a collector")],
+                             user_id=user, thread_id=thread, embed=False)[0]
+    hits = mm.search_memory("who bought the Olympus camera", user_id=user, k=20, now=NOW)
+    assert str(late.id) in {h.item.id for h in hits}  # embedded, then searched again
+    assert found(hits) == found(mm.search_memory("who bought the Olympus camera", user_id=user, k=20, now=NOW,
+                                                 shape="exact"))

@@ -410,23 +410,54 @@ _HAS_KINDS = ("EXISTS (SELECT 1 FROM summary_memory WHERE user_id = %(uid)s) AS 
 # The exact shape in two statements, for a search whose query is still being embedded
 # (``Ahead``): the keyword half needs no vector, so the server runs it while the model
 # embeds the query. The first (``_KEYWORD_FIRST``) reads which of the user's rows are live
-# (no distance, no neighbours) and scores them by keyword as above; it returns the keyword
-# scores (``me_kw``'s object, as text: ``kw``), the ``pool`` best ids by them, the user's message
-# count (the exact half does no work above the switch point: the search then sends the
-# switching statement) and whether the user has summaries or facts. The second is the exact
-# shape with both given (``_MSG_KW_GIVEN``), and the summaries' and facts' halves where there are any.
-# Both run in one repeatable-read transaction: the rows the second reads are those the first scored.
+# (no distance, no neighbours), scores them by keyword as above and returns the ``pool``
+# best of them, each with the columns a hit shows and the turn before it (its window row's
+# ``prev_id``, migration 015), and a head row: every scored row's keyword score (``me_kw``'s
+# object), the user's message count (the exact half does no work above the switch point:
+# the search then sends the switching statement), whether messages wait for their embedding
+# and whether the user has summaries or facts. The second (``_MSG_EXACT_NEAR``, ``near``) is
+# what needs the vector: the ``pool`` nearest live rows by an exact sort of the user's rows
+# (never through HNSW: the ``OFFSET 0`` keeps the distance below the sort), each with those
+# columns, the distance of each of the first's rows (``_MSG_DISTANCES``), and the summaries'
+# and facts' halves where there are any. :func:`_two_statement_rows` merges them as the one
+# statement sends its rows (the nearest rows' keyword scores from the head's object, ``next_id``
+# where the turn after a candidate is one too: the only case the ranking reads it). Both run
+# in one repeatable-read transaction: the rows the second reads are those the first scored.
 _KEYWORD_FIRST = ("WITH " + _HEAD + _SIZE + """,
 me_rows AS MATERIALIZED (
     SELECT m.id AS key, coalesce(""" + _M_FILTERS + """, false) AS live
     FROM conversational_memory m WHERE """ + _M_THREAD + """ AND (SELECT n FROM m_size) <= %(switch)s)"""
     + _MSG_KEYWORD.replace("WHERE c.user_id = %(uid)s AND",
-                           "WHERE c.user_id = %(uid)s AND (SELECT n FROM m_size) <= %(switch)s AND", 1) + """
-SELECT (SELECT ks FROM me_kw)::text AS kw, (SELECT n FROM m_size) AS n,
-       ARRAY(SELECT key FROM me_kw_rows WHERE ks IS NOT NULL ORDER BY ks DESC, key LIMIT %(pool)s) AS kw_top,
+                           "WHERE c.user_id = %(uid)s AND (SELECT n FROM m_size) <= %(switch)s AND", 1) + """,
+me_top AS (SELECT key, ks FROM me_kw_rows WHERE ks IS NOT NULL ORDER BY ks DESC, key LIMIT %(pool)s)
+SELECT """ + _M_HIT_HEAD + """NULL::float8 AS vs,
+       t.ks, m.prev_id, """ + _M_HIT_TAIL + """,
+       NULL::bigint AS n, NULL::jsonb AS kw, NULL::boolean AS pending,
+       NULL::boolean AS has_summaries, NULL::boolean AS has_facts
+FROM me_top t CROSS JOIN LATERAL (
+    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, c.prev_id
+    FROM conversational_memory m
+        LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id
+    WHERE m.user_id = %(uid)s AND m.id = t.key OFFSET 0) m
+UNION ALL
+SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
+       (SELECT n FROM m_size), (SELECT ks FROM me_kw),
+       EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> ''),
        """ + _HAS_KINDS + """""")
-_MSG_KW_GIVEN = """,
-me_kw AS (SELECT %(kw)s::jsonb AS ks)"""
+#: The ``pool`` nearest live messages by an exact sort, with every column (the keyword score is the
+#: first statement's).
+_MSG_EXACT_NEAR = """
+SELECT """ + _M_HIT_HEAD + """coalesce(1 - v.d, 0) AS vs, NULL::float8 AS ks,
+       m.prev_id, """ + _M_HIT_TAIL + """
+FROM (SELECT v.key, v.d FROM (
+        SELECT m.id AS key, m.embedding <=> %(qvec)s AS d FROM conversational_memory m
+        WHERE """ + _M_WHERE + """ AND m.embedding IS NOT NULL OFFSET 0) v
+      ORDER BY v.d, v.key LIMIT %(pool)s) v
+CROSS JOIN LATERAL (
+    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, c.prev_id
+    FROM conversational_memory m
+        LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id
+    WHERE m.user_id = %(uid)s AND m.id = v.key OFFSET 0) m"""
 
 # The indexed shape in two statements likewise, for a user last seen above the switch
 # point. The first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and
@@ -441,7 +472,7 @@ me_kw AS (SELECT %(kw)s::jsonb AS ks)"""
 # distance of each of the first's rows, and the summaries' and facts' halves, only for a
 # user who has any. The keyword candidates are the ``pool`` best of both by keyword score,
 # as in the one statement (a row of the first's not among its ``pool`` best has that many
-# better ones there), chosen in Python (:func:`_indexed_rows`), which also sets ``next_id``
+# better ones there), chosen in Python (:func:`_two_statement_rows`), which also sets ``next_id``
 # as the one statement does.
 _INDEXED_FIRST = ("WITH " + _HEAD + _SIZE + _MSG_IDX_WORDS + """,
 mk_pre AS (
@@ -512,8 +543,6 @@ WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE live AND d IS NO
        OR """
 _MSG_EXACT_SELECT = _MSG_EXACT_FROM + """r.key IN (SELECT key FROM (SELECT key FROM me_kw_rows WHERE ks IS NOT NULL
                                      ORDER BY ks DESC, key LIMIT %(pool)s) k))"""
-#: The same, the keyword half's best ids given (the second statement of the exact shape in two).
-_MSG_GIVEN_SELECT = _MSG_EXACT_FROM + "r.key = ANY (%(kw_top)s::bigint[]))"
 
 #: A shape's rows in thread order (the ranking breaks ties of score by the order rows come in,
 #: so every statement of either shape sends them in this one).
@@ -661,17 +690,16 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
     if the user no longer is (planning the switching statement cost the server 1.4x the
     exact-only one at LoCoMo size; PostgreSQL plans it for its values five times per
     connection before it keeps a generic plan, and a smaller plan starts faster every run);
-    or ``given``: the exact shape with its keyword half given (the second of
-    ``_KEYWORD_FIRST``'s two statements); ``large-rest`` what the indexed one needs the vector for
-    (the second of ``_INDEXED_FIRST``'s, :func:`_indexed_rows`).
+    or ``near``: what the exact shape needs the vector for (the second of ``_KEYWORD_FIRST``'s
+    two statements); ``large-rest`` what the indexed one needs it for (the second of
+    ``_INDEXED_FIRST``'s); :func:`_two_statement_rows` merges either pair.
 
     Assembled from the literal blocks above (no text is formatted into them).
     """
     ctes = [_HEAD]
     selects = []
-    if "messages" in kinds and shape == "given":
-        ctes.append(_MSG_ROWS + _MSG_KW_GIVEN)
-        selects.append("(" + _MSG_GIVEN_SELECT + _MSG_EXACT_ORDER + ")")
+    if "messages" in kinds and shape == "near":
+        selects.append(_MSG_EXACT_NEAR + _UNION + _MSG_DISTANCES)
     elif "messages" in kinds and shape == "large-rest":
         ctes.append(_MSG_IDX_REST)
         selects.append(_MSG_NEAR_SELECT + _UNION + _MSG_DISTANCES)
@@ -704,7 +732,7 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
             selects.append(_SMALL_ROW)
         if shape == "small":
             selects.append(_LARGE_ROW)
-        if shape != "large-rest":  # the first statement said whether messages wait for their embedding
+        if shape not in ("near", "large-rest"):  # the first statement said whether messages wait for embedding
             selects.append(_PENDING_ROW)
     return sql.SQL("WITH " + "".join(ctes) + _UNION.join(selects))  # literal blocks
 
@@ -909,29 +937,32 @@ class MemorySearch(Table):
         # its values (the nearest rows through HNSW or, for a user of a few thousand rows among
         # millions, by a sort of that user's rows).
         yield from self._search_settings_op(uid, "generic" if large else planning, snapshot=True)
-        vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict,
-                                                fetch="all" if large else "one", user=uid, raw=True)
+        vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict, user=uid, raw=True)
                                             for p in params), embed)
-        heads = [next(r for r in got if r["kind"] == "head") for got in firsts] if large else firsts
-        for p, qvec, head in zip(params, vectors, heads, strict=True):
-            p.update({n: head[n] for n in _FIRST_RESULTS[shaped]}, qvec=qvec)
+        heads = [next(r for r in got if r["kind"] == "head") for got in firsts]
+        for p, qvec, head, got in zip(params, vectors, heads, firsts, strict=True):
+            p.update({n: head[n] for n in _FIRST_RESULTS[shaped]}, qvec=qvec,
+                     keys=[int(r["id"]) for r in got if r["kind"] == "message"])
         if (heads[0]["n"] > self.settings.search_exact_max_rows) != large:
             yield COMMIT
             return None
         self._sizes.put(uid, int(heads[0]["n"]))
-        if large and heads[0]["pending"]:  # messages to embed first: the caller does, and searches again
+        if heads[0]["pending"]:  # messages to embed first: the caller does, and searches again
             yield COMMIT
             return [[{"kind": "pending"}] for _ in params]
         if large:
             yield Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=uid)
         rows = []
         for i, (p, head, got) in enumerate(zip(params, heads, firsts, strict=True)):
-            if large:
-                p["keys"] = [int(r["id"]) for r in got if r["kind"] == "message"]
             text, names = _search_query(tuple(k for k in kinds if k == "messages" or head["has_" + k]),
-                                        "large-rest" if large else "given")
+                                        "large-rest" if large else "near")
             rest = yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True, last=i == len(params) - 1)
-            rows.append(_indexed_rows(got, rest, p["pool"]) if large else rest)
+            if not large:  # the nearest rows' keyword scores, from every scored row's (exact float8 as text)
+                scores = head["kw"] or {}
+                for r in rest:
+                    if r["kind"] == "message":
+                        r["ks"] = float(scores[r["id"]]) if r["id"] in scores else None
+            rows.append(_two_statement_rows(got, rest, p["pool"]))
         return rows
 
     def _statement_shape(self, uid: str, kinds: tuple[str, ...], shape: str) -> str:
@@ -1026,16 +1057,17 @@ class MemorySearch(Table):
 
 #: What each shape's first statement gives the statements after it (the exact shape's one row, the
 #: indexed shape's head row).
-_FIRST_RESULTS = {"small": ("kw", "n", "kw_top"), "large": ("n", "den", "tqs", "tqas", "idfs")}
+_FIRST_RESULTS = {"small": ("n",), "large": ("n", "den", "tqs", "tqas", "idfs")}
 
 
-def _indexed_rows(first: Sequence[dict[str, Any]], rest: Sequence[dict[str, Any]],
-                  pool: int) -> list[dict[str, Any]]:
-    """The indexed shape's rows from its two statements (``_INDEXED_FIRST``, ``large-rest``) as the
-    one statement sends them: the nearest messages and the ``pool`` best of both statements' by
-    keyword score (ties to the lower id), each with its distance, its keyword score (0 without any
-    of the words) and ``next_id`` where the turn after it is a candidate too, in thread order; then
-    the summaries' and facts' rows. The rows are the statements' own dicts, completed in place."""
+def _two_statement_rows(first: Sequence[dict[str, Any]], rest: Sequence[dict[str, Any]],
+                        pool: int) -> list[dict[str, Any]]:
+    """A shape's rows from its two statements (``_KEYWORD_FIRST`` and ``near``, ``_INDEXED_FIRST``
+    and ``large-rest``) as its one statement sends them: the nearest messages and the ``pool``
+    best of both statements' by keyword score (ties to the lower id), each with its distance, its
+    keyword score (0 without any of the words) and ``next_id`` where the turn after it is a
+    candidate too, in thread order; then the summaries' and facts' rows. The rows are the
+    statements' own dicts, completed in place."""
     distance = {r["id"]: r["vs"] for r in rest if r["kind"] == "distance"}
     found = {r["id"]: r for r in rest if r["kind"] == "message"}
     scored = [r for r in first if r["kind"] == "message" and r["id"] not in found]
