@@ -14,10 +14,11 @@ from datetime import datetime, timedelta, timezone
 from memory import MemoryManager
 from memory.retrieval.fusion import fuse
 from memory.store.ops import run
+from memory.tables.base import SizeHints
 from memory.tables.search import DEFAULT_WEIGHTS
 
 from fix_search_shapes import one_conn  # noqa: F401  (a fixture)
-from fix_search_shapes import EXACT_ONLY, KEYWORD_FIRST, EXACT_NEAR, statement_runs
+from fix_search_shapes import EXACT_NEAR, EXACT_ONLY, INDEXED_FIRST, KEYWORD_FIRST, statement_runs
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 
@@ -166,23 +167,41 @@ def test_an_unseen_large_history_is_searched_by_the_indexed_shape(one_conn: Memo
     write(mm, user, thread, NOW - timedelta(days=9))
     write(mm, user, thread + "-b", NOW - timedelta(days=2))  # 24 messages, never searched: above the switch point
     hits = mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW)
-    # the keyword half went first, said the user is large, and the switching statement searched
-    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR, EXACT_ONLY)] == [1, 0, 0]
+    # loading the user's speaker names read the message count too: straight to the indexed shape
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR, EXACT_ONLY, INDEXED_FIRST)] == [0, 0, 0, 1]
     assert hits and found(hits) == found(mm.search_memory(QUERIES[0], user_id=user, k=8, now=NOW, shape="indexed"))
+    # with the names cached and the count not (its hint dropped), the exact shape's keyword half goes
+    # first, says the user is large, and the switching statement searches
+    mm.memory_search.__dict__["_sizes"] = SizeHints()
+    hits = mm.search_memory(QUERIES[1], user_id=user, k=8, now=NOW)
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR, EXACT_ONLY, INDEXED_FIRST)] == [1, 0, 0, 1]
+    assert hits and found(hits) == found(mm.search_memory(QUERIES[1], user_id=user, k=8, now=NOW, shape="indexed"))
 
 
 def test_a_history_grown_above_the_switch_since_the_last_search_is_searched_by_the_indexed_shape(
         one_conn: MemoryManager, user: str, thread: str) -> None:
+    """Grown by unnamed turns (the user's cached speaker names still hold), the count the last search
+    noted is stale: the exact shape's keyword half says the user is large now. Grown by a named turn
+    (a new speaker: the names are read again, and the count with them), the search knows it."""
     mm = one_conn
     write(mm, user, thread, NOW - timedelta(days=9))  # 12 messages: at the switch point, exact
     assert mm.search_memory("warm-up", user_id=user, now=NOW)
-    write(mm, user, thread + "-b", NOW - timedelta(days=2))  # 24 now: above it
+    mm.write_messages([dict(role="user", content=text, created_at=NOW - timedelta(days=2, minutes=-i))
+                       for i, (_, text) in enumerate(TURNS)], user_id=user, thread_id=thread + "-b")  # 24 now
     for q in QUERIES:
         hits = mm.search_memory(q, user_id=user, k=8, now=NOW)
         assert hits and found(hits) == found(mm.search_memory(q, user_id=user, k=8, now=NOW, shape="indexed")), q
     # after the warm-up's, the first search's keyword half said the user is large now and the switching
     # statement searched; the next searches knew it (the indexed-only statement)
-    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR)] == [2, 1]
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR, EXACT_ONLY)] == [2, 1, 0]
+    other = f"{user}-b"
+    write(mm, other, thread, NOW - timedelta(days=9))
+    assert mm.search_memory("warm-up again", user_id=other, now=NOW)  # not embedded yet: in two statements
+    mm.write_messages([dict(role="user", name="Cleo", content=text, created_at=NOW - timedelta(days=2, minutes=-i))
+                       for i, (_, text) in enumerate(TURNS)], user_id=other, thread_id=thread + "-b")
+    hits = mm.search_memory(QUERIES[0], user_id=other, k=8, now=NOW)
+    assert hits and found(hits) == found(mm.search_memory(QUERIES[0], user_id=other, k=8, now=NOW, shape="indexed"))
+    assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR, EXACT_ONLY)] == [3, 2, 0]
 
 
 def test_the_exact_shape_in_two_statements_finds_what_the_one_statement_finds_under_every_filter(

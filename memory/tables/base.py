@@ -162,7 +162,7 @@ class Table:
 
     # -- search -----------------------------------------------------------------------
     def _search_settings_op(self, user: str | None = None, plans: str | None = None,
-                            snapshot: bool = False) -> Op[None]:
+                            snapshot: bool = False, postings: str | None = None) -> Op[None]:
         """HNSW keeps scanning until a filtered query (one user's rows) has its LIMIT, in
         exact distance order. SET LOCAL (Citus forwards it to the workers, where the index
         scans run); the driver holds them back and sends them with the statement they are
@@ -173,8 +173,10 @@ class Table:
         the user's number of rows and so to the shape that runs, took 0.7-1.2 s instead of
         40-60 ms at 100k rows of one user. "generic" is only asked for where the generic plan
         is known to be the cheaper one; a session that chose a plan mode itself (an
-        operator, a test reading the plans) keeps it. ``snapshot``: the transaction is
-        repeatable read (and read only), so that a search in two statements reads one state."""
+        operator, a test reading the plans) keeps it. "by-count": the server picks one of the
+        two from the user's count kept beside ``postings`` (:data:`PLANS_BY_COUNT`).
+        ``snapshot``: the transaction is repeatable read (and read only), so that a search in
+        two statements reads one state."""
         if snapshot:
             yield Sql(sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"), fetch="none", user=user)
         yield Sql(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(self.settings.hnsw_ef_search))),
@@ -184,6 +186,10 @@ class Table:
             yield Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=user)
         elif plans == "generic":
             yield Sql(sql.SQL(GENERIC_UNLESS_CHOSEN), fetch="none", user=user)
+        elif plans == "by-count":  # a similarity read of the user's rows, not seen yet
+            yield Sql(sql.SQL(PLANS_BY_COUNT).format(stats=sql.Identifier(POSTINGS_COUNTS[postings]),
+                                                     half=sql.Literal(self.settings.similar_exact_max_rows // 2)),
+                      fetch="none", user=user)
 
     def _similar(
         self,
@@ -281,6 +287,8 @@ class Table:
         # half the switch point): 2 ms of a 7 ms read_knowledge at LoCoMo size is planning it
         # for its values; elsewhere for its values (a generic plan is blind to the row count).
         plans = plans_for(known, self.settings.similar_exact_max_rows)
+        if known is None and shape == "auto" and _keyword_ahead(where.as_string(), postings):
+            plans = "by-count"  # the user's kept count picks, on the server (2 ms at LoCoMo size)
         rows = None
         large_known = known is not None and known > self.settings.similar_exact_max_rows
         if large_known and known_vector is None and _keyword_ahead(where.as_string(), postings):
@@ -310,7 +318,7 @@ class Table:
             yield from self._search_settings_op(uid, plans)
             rows = yield Sql(large, [args[n] for n in large_names], dict, user=uid, raw=True, last=True)
         if not rows:
-            yield from self._search_settings_op(uid, plans)
+            yield from self._search_settings_op(uid, plans, postings=postings)
             rows = yield Sql(text, [args[n] for n in names], dict, user=uid, raw=True, last=True)
         if rows and shape == "auto":
             self._similar_sizes.put(seen, int(rows[0]["hit_size"]))
@@ -338,6 +346,18 @@ CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
 #: The generic plan for this transaction, unless the session set ``plan_cache_mode`` itself.
 GENERIC_UNLESS_CHOSEN = ("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
                          " WHERE current_setting('plan_cache_mode') = 'auto'")
+
+#: For rows not seen yet where the user's count is kept (``{stats}``, migration 014): the
+#: server picks as :func:`plans_for` would from the count of the transaction's user (its
+#: scope, set just before) against ``{half}`` (half the switch point), held back with the
+#: other settings (no parameters: it goes in their round trip): the generic plan (unless the
+#: session chose a mode) for a count at most that, else plans for the values.
+PLANS_BY_COUNT = ("SELECT set_config('plan_cache_mode', CASE"
+                  " WHEN coalesce((SELECT sum(passages) FROM {stats}"
+                  "  WHERE user_id = current_setting('agentmem.user_id')), 0) > {half}"
+                  " THEN 'force_custom_plan'"
+                  " WHEN current_setting('plan_cache_mode') = 'auto' THEN 'force_generic_plan'"
+                  " ELSE current_setting('plan_cache_mode') END, true)")
 
 #: The model reads the first few hundred tokens; longer texts are cut before embedding.
 EMBED_CHARS = 4000

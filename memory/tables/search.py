@@ -738,14 +738,18 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
 
 
 #: The distinct speaker names of one user, by a loose scan of the names index (one
-#: probe per distinct name, however many messages).
+#: probe per distinct name, however many messages), and the user's message count (kept on
+#: write, migration 012): read together when a user's names are not cached, so a user's
+#: first search is planned as the shape its history needs (unseen, it was planned for its
+#: values, and an unseen large history sent the exact-only statement first, to be told so).
 _NAMES = """
 WITH RECURSIVE n AS (
     (SELECT name FROM conversational_memory WHERE user_id = %(uid)s AND name IS NOT NULL ORDER BY name LIMIT 1)
     UNION ALL
     SELECT (SELECT c.name FROM conversational_memory c WHERE c.user_id = %(uid)s AND c.name > n.name
             ORDER BY c.name LIMIT 1) FROM n WHERE n.name IS NOT NULL
-) SELECT name FROM n WHERE name IS NOT NULL LIMIT %(max)s"""
+) SELECT ARRAY(SELECT name FROM n WHERE name IS NOT NULL LIMIT %(max)s),
+         coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0)"""
 
 _PENDING = sql.SQL(
     "SELECT user_id, id, role, content, name FROM conversational_memory"
@@ -968,10 +972,11 @@ class MemorySearch(Table):
     def _statement_shape(self, uid: str, kinds: tuple[str, ...], shape: str) -> str:
         """``large`` (the indexed shape alone, checking the user's size itself) for a user
         last seen above the switch point, ``small`` (the exact shape alone, likewise) for one
-        seen at or under it and for one not seen yet (most histories are small: planned for its
-        values, the exact-only statement costs the server about 0.85x the switching one at
-        LoCoMo size; an unseen large history is told by its marker row and searched by the
-        switching statement next); else the shape asked for."""
+        seen at or under it and for one not seen yet (the speaker names' statement notes the
+        count, so a user is rarely unseen; planned for its values, the exact-only statement
+        costs the server about 0.85x the switching one at LoCoMo size; an unseen large history
+        is told by its marker row and searched by the switching statement next); else the
+        shape asked for."""
         if shape != "auto" or "messages" not in kinds:
             return shape
         known = self._sizes.get(uid)
@@ -1009,10 +1014,14 @@ class MemorySearch(Table):
 
     def _speaker_names(self, uid: str) -> list[str]:
         """The user's distinct speaker names (``name`` of their messages), at most ``MAX_NAMES``
-        (cached for a while: :class:`memory.retrieval.speakers.SpeakerNames`)."""
+        (cached for a while: :class:`memory.retrieval.speakers.SpeakerNames`); loading them
+        notes the user's message count too (``_sizes``)."""
         def load() -> list[str]:
             with self.db.connection(uid) as conn:
-                return [r[0] for r in conn.execute(_NAMES, dict(uid=uid, max=MAX_NAMES)).fetchall()]
+                row = conn.execute(_NAMES, dict(uid=uid, max=MAX_NAMES)).fetchone()
+            names, count = row if row is not None else ([], 0)
+            self._sizes.put(uid, int(count))
+            return list(names)
 
         return self.store.speakers.get(uid, load)
 
