@@ -186,8 +186,9 @@ class Table:
             yield Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=user)
         elif plans == "generic":
             yield Sql(sql.SQL(GENERIC_UNLESS_CHOSEN), fetch="none", user=user)
-        elif plans == "by-count":  # a similarity read of the user's rows, not seen yet
+        elif plans == "by-count" and postings is not None:  # a read of the user's rows, not seen yet
             yield Sql(sql.SQL(PLANS_BY_COUNT).format(stats=sql.Identifier(POSTINGS_COUNTS[postings]),
+                                                     user=sql.Literal(user),
                                                      half=sql.Literal(self.settings.similar_exact_max_rows // 2)),
                       fetch="none", user=user)
 
@@ -348,13 +349,13 @@ GENERIC_UNLESS_CHOSEN = ("SELECT set_config('plan_cache_mode', 'force_generic_pl
                          " WHERE current_setting('plan_cache_mode') = 'auto'")
 
 #: For rows not seen yet where the user's count is kept (``{stats}``, migration 014): the
-#: server picks as :func:`plans_for` would from the count of the transaction's user (its
-#: scope, set just before) against ``{half}`` (half the switch point), held back with the
-#: other settings (no parameters: it goes in their round trip): the generic plan (unless the
-#: session chose a mode) for a count at most that, else plans for the values.
+#: server picks as :func:`plans_for` would from the count of the user (``{user}``) against
+#: ``{half}`` (half the switch point): the generic plan (unless the session chose a mode) for
+#: a count at most that, else plans for the values. Held back with the other settings, it
+#: goes in their round trip, so its values are literals, as in the user scope before it
+#: (``memory.store.db.user_scope``); a constant user also keeps it on the user's shard (Citus).
 PLANS_BY_COUNT = ("SELECT set_config('plan_cache_mode', CASE"
-                  " WHEN coalesce((SELECT sum(passages) FROM {stats}"
-                  "  WHERE user_id = current_setting('agentmem.user_id')), 0) > {half}"
+                  " WHEN coalesce((SELECT sum(passages) FROM {stats} WHERE user_id = {user}), 0) > {half}"
                   " THEN 'force_custom_plan'"
                   " WHEN current_setting('plan_cache_mode') = 'auto' THEN 'force_generic_plan'"
                   " ELSE current_setting('plan_cache_mode') END, true)")
