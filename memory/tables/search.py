@@ -1017,13 +1017,17 @@ class MemorySearch(Table):
         (cached for a while: :class:`memory.retrieval.speakers.SpeakerNames`); loading them
         notes the user's message count too (``_sizes``)."""
         def load() -> list[str]:
-            with self.db.connection(uid) as conn:
-                row = conn.execute(_NAMES, dict(uid=uid, max=MAX_NAMES)).fetchone()
-            names, count = row if row is not None else ([], 0)
+            names, count = run(self.db, self._names_op(uid))
             self._sizes.put(uid, int(count))
             return list(names)
 
         return self.store.speakers.get(uid, load)
+
+    def _names_op(self, uid: str) -> Op[tuple[list[str], int]]:
+        """The user's speaker names and message count: BEGIN, the user scope, the statement and
+        COMMIT in one round trip (opened as ``db.connection`` opens a transaction: four)."""
+        row = yield Sql(sql.SQL(_NAMES), dict(uid=uid, max=MAX_NAMES), fetch="one", user=uid, last=True)
+        return (row[0], row[1]) if row is not None else ([], 0)
 
     _backfill_refused = False
 
