@@ -407,6 +407,14 @@ _M_HIT_TAIL = ("NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint 
 _HAS_KINDS = ("EXISTS (SELECT 1 FROM summary_memory WHERE user_id = %(uid)s) AS has_summaries,"
               " EXISTS (SELECT 1 FROM fact_memory WHERE user_id = %(uid)s) AS has_facts")
 
+#: A message row ``m`` by its key (completed by the caller: ``... = key OFFSET 0``), with the
+#: turn before it from its window row (``c.prev_id``): the exact shape's two statements.
+_M_ROW_PREV = """
+    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, c.prev_id
+    FROM conversational_memory m
+        LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id
+    WHERE m.user_id = %(uid)s AND m.id = """
+
 # The exact shape in two statements, for a search whose query is still being embedded
 # (``Ahead``): the keyword half needs no vector, so the server runs it while the model
 # embeds the query. The first (``_KEYWORD_FIRST``) reads which of the user's rows are live
@@ -434,11 +442,7 @@ SELECT """ + _M_HIT_HEAD + """NULL::float8 AS vs,
        t.ks, m.prev_id, """ + _M_HIT_TAIL + """,
        NULL::bigint AS n, NULL::jsonb AS kw, NULL::boolean AS pending,
        NULL::boolean AS has_summaries, NULL::boolean AS has_facts
-FROM me_top t CROSS JOIN LATERAL (
-    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, c.prev_id
-    FROM conversational_memory m
-        LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id
-    WHERE m.user_id = %(uid)s AND m.id = t.key OFFSET 0) m
+FROM me_top t CROSS JOIN LATERAL (""" + _M_ROW_PREV + """t.key OFFSET 0) m
 UNION ALL
 SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
        (SELECT n FROM m_size), (SELECT ks FROM me_kw),
@@ -453,11 +457,7 @@ FROM (SELECT v.key, v.d FROM (
         SELECT m.id AS key, m.embedding <=> %(qvec)s AS d FROM conversational_memory m
         WHERE """ + _M_WHERE + """ AND m.embedding IS NOT NULL OFFSET 0) v
       ORDER BY v.d, v.key LIMIT %(pool)s) v
-CROSS JOIN LATERAL (
-    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, c.prev_id
-    FROM conversational_memory m
-        LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id
-    WHERE m.user_id = %(uid)s AND m.id = v.key OFFSET 0) m"""
+CROSS JOIN LATERAL (""" + _M_ROW_PREV + """v.key OFFSET 0) m"""
 
 # The indexed shape in two statements likewise, for a user last seen above the switch
 # point. The first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and
