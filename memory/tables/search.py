@@ -529,7 +529,7 @@ FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (%(keys)s:
 # its ``created_at``). ``spk``: the message's speaker is one of the names the query
 # mentions (``speakers``, found in Python among the user's speaker names). A message's
 # empty metadata comes back as NULL (read as ``{}``): no JSON to parse per row.
-_MSG_EXACT_FROM = """
+_MSG_EXACT_SELECT = """
 SELECT 'message' AS kind, r.key::text AS id, m.content, r.created_at, r.thread_id, m.summary_id, m.role, m.name,
        NULL::timestamptz AS t0, NULL::timestamptz AS t1, nullif(m.metadata, '{}') AS metadata,
        coalesce(1 - r.d, 0) AS vs,
@@ -540,8 +540,7 @@ FROM me_rows r CROSS JOIN LATERAL (SELECT m.content, m.summary_id, m.role, m.nam
     FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = r.key OFFSET 0) m
 WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE live AND d IS NOT NULL
                                    ORDER BY d, key LIMIT %(pool)s) v)
-       OR """
-_MSG_EXACT_SELECT = _MSG_EXACT_FROM + """r.key IN (SELECT key FROM (SELECT key FROM me_kw_rows WHERE ks IS NOT NULL
+       OR r.key IN (SELECT key FROM (SELECT key FROM me_kw_rows WHERE ks IS NOT NULL
                                      ORDER BY ks DESC, key LIMIT %(pool)s) k))"""
 
 #: A shape's rows in thread order (the ranking breaks ties of score by the order rows come in,
@@ -1068,9 +1067,9 @@ class MemorySearch(Table):
         return done
 
 
-#: What each shape's first statement gives the statements after it (the exact shape's one row, the
-#: indexed shape's head row).
-_FIRST_RESULTS = {"small": ("n",), "large": ("n", "den", "tqs", "tqas", "idfs")}
+#: What each shape's first statement gives the statement after it, from its head row (the exact
+#: shape's: nothing but its rows' keys; the indexed shape's: the words and their weights).
+_FIRST_RESULTS = {"small": (), "large": ("den", "tqs", "tqas", "idfs")}
 
 
 def _two_statement_rows(first: Sequence[dict[str, Any]], rest: Sequence[dict[str, Any]],
