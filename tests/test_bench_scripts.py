@@ -52,3 +52,15 @@ def test_search_memory_profile_times_both_statements_of_a_search() -> None:
         assert row(out, part)[-1] == "3", out  # n: one sample per search
     assert "EXPLAIN (ANALYZE, BUFFERS) of the keyword statement" in out
     assert "EXPLAIN (ANALYZE, BUFFERS) of the statement after the model" in out
+
+
+@pytest.mark.skipif(not LOCOMO.is_dir(), reason="the public LoCoMo dev data (../shared/data) is not on this machine")
+def test_inline_embeddings_compares_both_layouts() -> None:
+    out = bench("inline_embeddings", "--pairs", "1", "--rounds", "1", "--queries", "3")
+    layouts = out.split("Tables under each toast_tuple_target")[1].split("\n\n")[0]
+    for table in ("conversational_memory", "knowledge_memory"):
+        targets = re.findall(rf"^{table}\s+(\d+)\s+[\d,]+\s+(\d+) %", layouts, re.M)
+        assert [t for t, _ in targets] == ["2032", "8160"], layouts
+        assert targets[1][1] == "0", layouts  # under migration 016 no embedding is out of line
+    for call in ("search_memory", "read_knowledge"):
+        assert re.search(rf"^1\s+016 / default\s+{call}\s+\d+\.\d{{3}}\s*$", out, re.M), out
