@@ -190,3 +190,33 @@ def test_a_word_counts_all_its_rows_though_it_brings_only_the_pre_rankings_worth
         assert alone[0].signals["keyword"] == pytest.approx(ref[alone[0].item.id])
     finally:
         mm.close()
+
+
+def test_a_row_with_every_common_word_is_brought_once_per_word(mm: MemoryManager, user: str) -> None:
+    """The pre-ranking sums, per row, the IDF of each word that brought it. A row with every
+    common word comes both from each word's postings and from the rows having them all
+    (``all_common``); it must be counted once per word, or its words weigh double."""
+    from memory.tables import base
+
+    a, b = word(), word()
+    ids = {r.id for r in mm.write_knowledge_batch([{"content": f"{a} {b} entry {i}"} for i in range(10)],
+                                                  user_id=user)}
+    ctes = ("WITH " + base.TERMS_CTE + ", lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq, term"
+            " FROM terms WHERE %(hybrid)s)," + base._STATS_SIZE_CTE + "," + base._STATS_N_CTE
+            + base._POSTINGS_WORDS + base._KEYWORD_REST.rstrip(","))
+
+    def rows(select: str) -> list[Any]:
+        stmt = sql.SQL(ctes + select).format(key=sql.Identifier("id"), tbl=sql.Identifier("knowledge_memory"),
+                                             where=sql.SQL(base.USER_ROWS), post=sql.Identifier("knowledge_terms"),
+                                             stats=sql.Identifier("knowledge_stats"))
+        with mm.db.connection(user) as conn:
+            return conn.execute(stmt, args).fetchall()
+
+    # both words common (10 rows each, above a cap of 4), each bringing all its rows (80 a word)
+    args = dict(uid=user, q=f"{a} {b}", hybrid=True, max_terms=8, cap=4, common_rows=80, sample=20,
+                min_terms=2.0, prepool=80)
+    brought = rows(" SELECT ord, key FROM brought")
+    common = len(rows(" SELECT key FROM all_common"))
+    assert common == 4  # the rows with both words were found apart too (up to the cap), all also brought by each word
+    assert len(brought) == len(set(brought)) == 20
+    assert {key for _, key in brought} == ids
