@@ -473,7 +473,9 @@ CROSS JOIN LATERAL (""" + _M_ROW_PREV + """v.key OFFSET 0) m"""
 # user who has any. The keyword candidates are the ``pool`` best of both by keyword score,
 # as in the one statement (a row of the first's not among its ``pool`` best has that many
 # better ones there), chosen in Python (:func:`_two_statement_rows`), which also sets ``next_id``
-# as the one statement does.
+# as the one statement does. The scored rows are a subquery of their own (``OFFSET 0``):
+# flattened, each row's score was computed twice, for the filter and for the sort (0.2-0.4
+# ms of the first statement at 100k messages of one user).
 _INDEXED_FIRST = ("WITH " + _HEAD + _SIZE + _MSG_IDX_WORDS + """,
 mk_pre AS (
     SELECT h.message_id AS key FROM mi_hits h JOIN mi_idf i ON i.ord = h.ord
@@ -487,7 +489,7 @@ mk_top AS (
         FROM mk_pre CROSS JOIN LATERAL (
             SELECT x.message_id, x.context_tsv, x.prev_id FROM conversational_context x
             WHERE x.user_id = %(uid)s AND x.message_id = mk_pre.key OFFSET 0) c
-        ) k WHERE k.ks > 0 ORDER BY k.ks DESC, k.key OFFSET 0) k
+        OFFSET 0) k WHERE k.ks > 0 ORDER BY k.ks DESC, k.key OFFSET 0) k
     WHERE (SELECT true FROM conversational_memory m WHERE m.id = k.key AND """ + _M_WHERE + """)
     ORDER BY k.ks DESC, k.key LIMIT %(pool)s
 )
