@@ -32,6 +32,7 @@ message embeddings that ``search_memory`` may need (run in a worker thread).
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import time
 import uuid
@@ -56,7 +57,8 @@ from memory.retrieval.hits import Hit
 from memory.settings import Settings
 from memory.store import conninfo as _conninfo
 from memory.store.dates import register_clamping_loaders
-from memory.store.db import VECTOR_SCHEMA, _PoolHealth, search_path, translate, user_scope
+from memory.store.db import (READABLE_TABLES, VECTOR_SCHEMA, WARM_FUNCTIONS, _PoolHealth, search_path, translate,
+                             user_scope, warm_tables)
 from memory.store.ops import (COMMIT_SQL, PIPELINE, Ahead, Call, Commit, Op, Sql, T, cursor, fetched_async, held,
                               pipeline_head, pipelined, prepare, together)
 from memory.store.rows import Entity, Fact, KnowledgeItem, Message, Summary, Workflow
@@ -68,6 +70,23 @@ if TYPE_CHECKING:
     from memory.manager import MemoryManager
 
 __all__ = ["AsyncDatabase", "AsyncMemoryManager", "AsyncThreadMemory", "AsyncUserMemory", "aexecute", "arun"]
+
+
+log = logging.getLogger(__name__)
+
+
+async def _warm(conn: psycopg.AsyncConnection[Any]) -> None:
+    """``memory.store.db._warm`` on an async connection."""
+    try:
+        await conn.execute(WARM_FUNCTIONS)
+        cur = await conn.execute(READABLE_TABLES)
+        stmt = warm_tables([r[0] for r in await cur.fetchall()])
+        if stmt is not None:
+            await conn.execute(stmt)
+        await conn.commit()
+    except psycopg.Error as exc:
+        log.debug("a new connection was not warmed: %s", exc)
+        await conn.rollback()
 
 
 @dataclass
@@ -92,6 +111,7 @@ class AsyncDatabase:
             await register_vector_async(conn)
             register_clamping_loaders(conn)
             await conn.commit()
+            await _warm(conn)
             health.configured(conn)  # type: ignore[arg-type]
 
         async def check(conn: psycopg.AsyncConnection) -> None:

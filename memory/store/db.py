@@ -24,7 +24,7 @@ import weakref
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -155,6 +155,41 @@ def search_path(schema: str, vector_schema: str | None) -> sql.Composed:
                                                        sql.Identifier(vector_schema or "public"))
 
 
+#: A new backend loads what a search needs the first time a statement uses it: the text
+#: search dictionaries, pgvector's library, and each table's catalog entries (the relation,
+#: its indexes, its row-level policies), read while the statement is planned. ``configure``
+#: loads them on each new pooled connection (~4 ms there), so that its first search does not:
+#: at 200 users x 500 messages the first search on a new connection took 15-29 ms of its own
+#: time against ~5 for the next, 11-12 ms once warmed (the rest is each statement's first
+#: preparation on the connection). Best effort: a failure is logged and changes nothing.
+WARM_FUNCTIONS = "SELECT to_tsvector('english', 'warm'), '[1]'::vector <=> '[1]'::vector"
+
+#: The tables of the schema (first on the search_path) the role may read.
+READABLE_TABLES = ("SELECT c.relname FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace"
+                   " AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND has_table_privilege(c.oid, 'SELECT')"
+                   " ORDER BY c.relname")
+
+
+def warm_tables(names: Sequence[str]) -> sql.Composed | None:
+    """One statement that plans a read of each table in ``names`` and reads no row."""
+    if not names:
+        return None
+    return sql.SQL(" UNION ALL ").join(sql.SQL("SELECT 1 FROM {} WHERE false").format(sql.Identifier(n))
+                                       for n in names)
+
+
+def _warm(conn: psycopg.Connection[Any]) -> None:
+    try:
+        conn.execute(WARM_FUNCTIONS)
+        stmt = warm_tables([r[0] for r in conn.execute(READABLE_TABLES).fetchall()])
+        if stmt is not None:
+            conn.execute(stmt)
+        conn.commit()
+    except psycopg.Error as exc:
+        log.debug("a new connection was not warmed: %s", exc)
+        conn.rollback()  # a broken connection raises here, and the pool discards it
+
+
 def _configure(schema: str, health: _PoolHealth | None = None) -> Callable[[psycopg.Connection[Any]], None]:
     def configure(conn: psycopg.Connection[Any]) -> None:
         ext = conn.execute(VECTOR_SCHEMA).fetchone()
@@ -164,6 +199,7 @@ def _configure(schema: str, health: _PoolHealth | None = None) -> Callable[[psyc
         register_vector(conn)
         register_clamping_loaders(conn)
         conn.commit()
+        _warm(conn)
         if health is not None:
             health.configured(conn)
 
