@@ -16,9 +16,11 @@
 -- The tables with an embedding column set toast_tuple_target to its largest value (the
 -- block size less the page's header and one line pointer: 8160 on the usual 8 KB
 -- block): a row is left whole up to that size, and only a longer one has values moved
--- out, the largest first (a content longer than the embedding before it). The cost is space: rows
--- of about 2 KB fill a page less evenly (+4 % for messages, +10 % for passages at 100k
--- rows, table and TOAST together).
+-- out, the largest first (a content longer than the embedding before it). The cost is
+-- space: rows of about 2 KB fill a page less evenly, and a row's text is no longer
+-- compressed to bring it under 2 KB (bench/sizing.py: a message with its window and
+-- postings 4 % more, a summary 22 % more; +10 % for passages at 100k rows, table and
+-- TOAST together).
 --
 -- The setting applies to rows written from now on. Rows written before keep their
 -- embedding out of line until rewritten: VACUUM FULL (or pg_repack) of the table moves
