@@ -323,7 +323,7 @@ def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int,
     each round each search of each system first runs those untimed: the system before it in
     the round leaves the CPU caches holding its own data, so without them a system's first
     searches of a round measure partly whichever system ran before it (the p95 of 60
-    searches is the third slowest)."""
+    searches is the fourth slowest)."""
     settle_heap()
     first: Timings = ({}, {})
     for sys_ in systems:
