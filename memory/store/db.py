@@ -164,10 +164,12 @@ def search_path(schema: str, vector_schema: str | None) -> sql.Composed:
 #: preparation on the connection). Best effort: a failure is logged and changes nothing.
 WARM_FUNCTIONS = "SELECT to_tsvector('english', 'warm'), '[1]'::vector <=> '[1]'::vector"
 
-#: The tables of the schema (first on the search_path) the role may read.
+#: The tables of the schema (first on the search_path) the role may read; none on a Citus
+#: coordinator, where a read of a distributed table is planned for its shards on the workers
+#: (and one over every table could fan out to all of them).
 READABLE_TABLES = ("SELECT c.relname FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace"
                    " AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND has_table_privilege(c.oid, 'SELECT')"
-                   " ORDER BY c.relname")
+                   " AND NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') ORDER BY c.relname")
 
 
 def warm_tables(names: Sequence[str]) -> sql.Composed | None:
