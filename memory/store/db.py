@@ -160,7 +160,7 @@ def search_path(schema: str, vector_schema: str | None) -> sql.Composed:
 #: its indexes, its row-level policies), read while the statement is planned. ``configure``
 #: loads them on each new pooled connection (~4 ms there), so that its first search does not:
 #: at 200 users x 500 messages the first search on a new connection took 15-29 ms of its own
-#: time against ~5 for the next, 11-12 ms once warmed (the rest is each statement's first
+#: time against ~5 for the next, 11-14 ms once warmed (the rest is each statement's first
 #: preparation on the connection). Best effort: a failure is logged and changes nothing.
 WARM_FUNCTIONS = "SELECT to_tsvector('english', 'warm'), '[1]'::vector <=> '[1]'::vector"
 
