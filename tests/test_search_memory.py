@@ -180,6 +180,35 @@ def test_window_follows_inserts_out_of_order_and_deletes(mm: MemoryManager, user
     assert window(d) == {"alpha", "omega", "delta"}
 
 
+def test_messages_written_together_get_each_window_written_once(mm: MemoryManager, user: str, thread: str) -> None:
+    """Migration 017: rows of one INSERT do not rewrite each other's windows (the trigger of
+    the row before each wrote it early, then again); a row backdated by a later statement
+    still rewrites the two after it."""
+    start = NOW - timedelta(days=2)
+    insert = ("INSERT INTO conversational_memory (user_id, thread_id, role, content, created_at)"
+              " SELECT %s, %s, 'user', w, %s + n * interval '1 minute'"
+              " FROM unnest(%s::text[]) WITH ORDINALITY AS t(w, n) ORDER BY n RETURNING id")
+    counts = ("SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables"
+              " WHERE relid = 'conversational_context'::regclass")
+    with psycopg.connect(mm.db.conninfo) as conn:
+        conn.execute(psycopg.sql.SQL("SET search_path TO {}, public").format(psycopg.sql.Identifier(mm.db.schema)))
+        ins0, upd0 = conn.execute(counts).fetchone()
+        words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+        ids = [r[0] for r in conn.execute(insert, (user, thread, start, words)).fetchall()]
+        ins1, upd1 = conn.execute(counts).fetchone()
+        assert (ins1 - ins0, upd1 - upd0) == (6, 0)
+        windows = dict(conn.execute("SELECT message_id, tsvector_to_array(context_tsv) FROM conversational_context"
+                                    " WHERE user_id = %s", (user,)).fetchall())
+        assert [set(windows[i]) for i in ids] == [set(words[max(0, n - 2):n + 1]) for n in range(6)]
+        # Backdated between the first two: the windows of the two rows after it are rewritten.
+        conn.execute(insert, (user, thread, start + timedelta(seconds=30), ["omega"]))
+        ins2, upd2 = conn.execute(counts).fetchone()
+        assert (ins2 - ins1, upd2 - upd1) == (1, 2)
+        rows = dict(conn.execute("SELECT message_id, tsvector_to_array(context_tsv) FROM conversational_context"
+                                 " WHERE user_id = %s AND message_id = ANY (%s)", (user, ids[1:3])).fetchall())
+        assert set(rows[ids[1]]) == {"alpha", "omega", "beta"} and set(rows[ids[2]]) == {"omega", "beta", "gamma"}
+
+
 def test_summaries_and_facts_in_the_same_list(mm: MemoryManager, user: str, thread: str,
                                               sql_conn: psycopg.Connection) -> None:
     ids = chat(mm, user, thread, [("user", "Our release train leaves every second Thursday.")] + FILLER,
