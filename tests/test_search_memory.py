@@ -181,9 +181,9 @@ def test_window_follows_inserts_out_of_order_and_deletes(mm: MemoryManager, user
 
 
 def test_messages_written_together_get_each_window_written_once(mm: MemoryManager, user: str, thread: str) -> None:
-    """Migration 017: rows of one INSERT do not rewrite each other's windows (the trigger of
-    the row before each wrote it early, then again); a row backdated by a later statement
-    still rewrites the two after it."""
+    """Migration 017: a refresh writes only the windows that change. Rows of one INSERT no
+    longer rewrite each other's windows with the same text; a row backdated by a later
+    statement still rewrites the two after it; an edit that changes no window writes none."""
     start = NOW - timedelta(days=2)
     insert = ("INSERT INTO conversational_memory (user_id, thread_id, role, content, created_at)"
               " SELECT %s, %s, 'user', w, %s + n * interval '1 minute'"
@@ -207,6 +207,10 @@ def test_messages_written_together_get_each_window_written_once(mm: MemoryManage
         rows = dict(conn.execute("SELECT message_id, tsvector_to_array(context_tsv) FROM conversational_context"
                                  " WHERE user_id = %s AND message_id = ANY (%s)", (user, ids[1:3])).fetchall())
         assert set(rows[ids[1]]) == {"alpha", "omega", "beta"} and set(rows[ids[2]]) == {"omega", "beta", "gamma"}
+        # An edit that leaves every window as it was (a later time, same place) rewrites none.
+        conn.execute("UPDATE conversational_memory SET created_at = created_at + interval '1 second'"
+                     " WHERE user_id = %s AND id = %s", (user, ids[3]))
+        assert conn.execute(counts).fetchone() == (ins2, upd2)
 
 
 def test_summaries_and_facts_in_the_same_list(mm: MemoryManager, user: str, thread: str,
