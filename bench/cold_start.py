@@ -1,6 +1,6 @@
 """CLI cold start and memory per embedding backend: `agentmem search` end to end, RSS after open.
 
-    python bench/cold_start.py [--rounds 5] [--before DIR] [--json out.json]
+    python bench/cold_start.py [--rounds 5] [--before DIR] [--drop-caches] [--json out.json]
 
 Against a throwaway embedded server holding a few messages, in interleaved rounds
 (torch, onnx, torch, ...), each in a fresh process as a user would run it:
@@ -14,6 +14,13 @@ Against a throwaway embedded server holding a few messages, in interleaved round
 ``AGENTMEM_EMBEDDING_BACKEND=torch`` is the behaviour before the ONNX backend (the
 sentence-transformers model); ``onnx`` uses the int8 file, exported into a temp cache
 before the first round (its one-off export time is printed separately).
+
+``--drop-caches`` (root only) empties the kernel's page cache before every ``agentmem
+search``, so each start reads its interpreter modules, libraries and model file from disk,
+as the first start after a reboot does, or after the files sat unused on a machine that
+pages idle cache out (this one: DAMON ``pageout`` of memory idle for a minute). Without
+it the files are in the page cache from the previous round, and the figures are a warm
+start of a new process.
 
 ``--before DIR`` compares two checkouts instead of two backends: DIR (e.g. ``git worktree
 add ../before f489194``) and this tree, both on their default backend, interleaved the
@@ -67,11 +74,25 @@ mm.close()
 """
 
 
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
+def drop_page_cache() -> None:
+    """Write dirty pages out, then have the kernel drop its clean page cache (and dentries, inodes)."""
+    os.sync()
+    with open(DROP_CACHES, "w") as f:
+        f.write("3\n")
+
+
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--before", metavar="DIR", help="a checkout to compare this tree with (default backends)")
+    parser.add_argument("--drop-caches", action="store_true",
+                        help="empty the page cache before every search (root only): a start from disk")
     args = parser.parse_args()
+    if args.drop_caches and not os.access(DROP_CACHES, os.W_OK):
+        raise SystemExit(f"--drop-caches writes {DROP_CACHES}: run as root, or leave the flag out")
     result: dict = {"search_s": {}, "open": {}}
     # label -> (PYTHONPATH, backend, schema, CLI command)
     if args.before:
@@ -100,6 +121,8 @@ def main() -> None:
         for r in range(args.rounds):
             for label in (list(configs) if r % 2 == 0 else list(configs)[::-1]):
                 env, cli = envs[label], configs[label][3]
+                if args.drop_caches:
+                    drop_page_cache()
                 t0 = time.perf_counter()
                 out = subprocess.run([*cli, "search", "late report", "--user", "u", "--json"], env=env,
                                      capture_output=True, text=True)
@@ -123,7 +146,8 @@ def main() -> None:
                      f"{statistics.median(x['open_s'] for x in o):.2f}",
                      f"{statistics.median(x['rss_open'] for x in o):.0f}",
                      f"{statistics.median(x['rss_query'] for x in o):.0f}", str(o[0]["torch"])])
-    print_table(f"cold start, median of {args.rounds} interleaved rounds (1 embedding thread)",
+    cache = "page cache emptied before each search" if args.drop_caches else "files in the page cache"
+    print_table(f"cold start, median of {args.rounds} interleaved rounds (1 embedding thread; {cache})",
                 ["configuration", "agentmem search s", "min s", "MemoryManager.open s", "RSS after open MiB",
                  "RSS after 1 query MiB", "imports torch"], rows)
     print(f"\nload average at end: {environment()['loadavg_at_end']}")
