@@ -81,9 +81,37 @@ def cpu() -> str:
     return f"{model or platform.machine()} ({' '.join(shown) or 'no AVX2'}); embedded server {server_module()}"
 
 
+def page_out() -> str:
+    """Whether the kernel pages out memory left idle (a DAMON ``pageout`` scheme, as some
+    virtual machines run): file pages a bench has not touched for that long (a table's
+    files outside shared_buffers, a library, the model file) are read from disk again at
+    their next use. "" where no such scheme runs."""
+    found = []
+    for kd in Path("/sys/kernel/mm/damon/admin/kdamonds").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError):
+            if (kd / "state").read_text().strip() != "on":
+                continue
+            for ctx in (kd / "contexts").glob("[0-9]*"):
+                aggr_us = int((ctx / "monitoring_attrs/intervals/aggr_us").read_text())
+                for scheme in (ctx / "schemes").glob("[0-9]*"):
+                    if (scheme / "action").read_text().strip() == "pageout":
+                        age = int((scheme / "access_pattern/age/min").read_text()) * aggr_us / 1e6
+                        found.append(f"DAMON pages out memory idle for {age:.0f} s")
+    return "; ".join(found)
+
+
+def disk_read_kib() -> int | None:
+    """KiB the machine has read from block devices since boot (``pgpgin``), None without /proc/vmstat."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/vmstat", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("pgpgin "):
+                return int(line.split()[1])
+    return None
+
+
 def environment() -> dict[str, Any]:
     return {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
-            "cpu": cpu(), "argv": " ".join(sys.argv), "loadavg_at_end": os.getloadavg()}
+            "cpu": cpu(), "page_out": page_out(), "argv": " ".join(sys.argv), "loadavg_at_end": os.getloadavg()}
 
 
 # -- timing -------------------------------------------------------------------------

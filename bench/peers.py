@@ -90,7 +90,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import add_shared_buffers, embedded_server, environment, log, percentiles, print_table, write_json  # noqa: E402
+from _common import (add_shared_buffers, disk_read_kib, embedded_server, environment, log, percentiles,  # noqa: E402
+                     print_table, write_json)
 from _public_data import locomo_questions, locomo_turns  # noqa: E402
 
 import psycopg  # noqa: E402
@@ -303,7 +304,9 @@ def new_database(uri: str, name: str) -> str:
     return psycopg.conninfo.make_conninfo(uri, dbname=name)
 
 
-Timings = tuple[dict[str, list[float]], dict[str, list[float]]]
+#: Per search name: each call's seconds, the seconds of it spent in the embedder, and the KiB
+#: the machine read from disk while that name's searches of the pass ran (one figure per pass).
+Timings = tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[int]]]
 
 
 def warmup_asks(asks: list[tuple[str, str]], questions: Sequence[Any], n: int) -> list[tuple[str, str]]:
@@ -325,10 +328,10 @@ def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int,
     searches of a round measure partly whichever system ran before it (the p95 of 60
     searches is the fourth slowest)."""
     settle_heap()
-    first: Timings = ({}, {})
+    first: Timings = ({}, {}, {})
     for sys_ in systems:
         _time_searches(sys_, asks, first)
-    timed: Timings = ({}, {})
+    timed: Timings = ({}, {}, {})
     for r in range(rounds):
         for sys_ in (systems if r % 2 == 0 else systems[::-1]):
             _time_searches(sys_, asks, timed, warm)
@@ -337,10 +340,11 @@ def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int,
 
 def _time_searches(sys_: Any, asks: list[tuple[str, str]], into: Timings,
                    warm: Sequence[tuple[str, str]] = ()) -> None:
-    lat, emb = into
+    lat, emb, disk = into
     for name, fn in sys_.searches().items():
         for u, q in warm:
             fn(u, q)
+        read0 = disk_read_kib()
         for u, q in asks:
             e0 = sys_.encoder.seconds
             t0 = time.perf_counter()
@@ -349,6 +353,9 @@ def _time_searches(sys_: Any, asks: list[tuple[str, str]], into: Timings,
             emb.setdefault(name, []).append(sys_.encoder.seconds - e0)
             if not hits:
                 raise SystemExit(f"{name} found nothing for {q!r} of {u}: the comparison would be void")
+        read1 = disk_read_kib()
+        if read0 is not None and read1 is not None:
+            disk.setdefault(name, []).append(read1 - read0)
 
 
 def report_searches(title: str, timings: tuple[Timings, Timings]) -> dict[str, Any]:
@@ -359,7 +366,7 @@ def report_searches(title: str, timings: tuple[Timings, Timings]) -> dict[str, A
 
 
 def report_search(title: str, timings: Timings) -> dict[str, Any]:
-    lat, emb = timings
+    lat, emb, disk = timings
     stats = {name: percentiles(v) for name, v in lat.items()}
     own = {name: percentiles([t - e for t, e in zip(v, emb[name])]) for name, v in lat.items()}
     embs = {name: percentiles(v) for name, v in emb.items()}
@@ -370,11 +377,15 @@ def report_search(title: str, timings: Timings) -> dict[str, Any]:
     for name, s in stats.items():
         rows.append([name, f"{s['p50_ms']:.1f}", f"{s['p95_ms']:.1f}", f"{s['p95_ms'] / stats[fastest]['p95_ms']:.2f}x",
                      f"{embs[name]['p50_ms']:.1f}", f"{own[name]['p50_ms']:.1f}", f"{own[name]['p95_ms']:.1f}",
-                     f"{own[name]['p95_ms'] / own[fastest_own]['p95_ms']:.2f}x", s["n"]])
+                     f"{own[name]['p95_ms'] / own[fastest_own]['p95_ms']:.2f}x",
+                     f"{sum(disk[name]) / 1024:.1f}" if name in disk else "-", s["n"]])
     print_table(f"{title}: search ms (k={K}); total = the whole call, query embedding included; own = total minus "
-                f"the time in the embedder; ratios = p95 / fastest peer's p95 (total: {fastest}; own: {fastest_own})",
-                ["system", "p50", "p95", "p95 ratio", "embed p50", "own p50", "own p95", "own p95 ratio", "n"], rows)
-    return {name: dict(total=stats[name], embed=embs[name], own=own[name]) for name in stats}
+                f"the time in the embedder; ratios = p95 / fastest peer's p95 (total: {fastest}; own: {fastest_own}); "
+                "disk MiB = what the machine read from disk while the system's searches ran (/proc/vmstat)",
+                ["system", "p50", "p95", "p95 ratio", "embed p50", "own p50", "own p95", "own p95 ratio", "disk MiB",
+                 "n"], rows)
+    return {name: dict(total=stats[name], embed=embs[name], own=own[name], disk_read_kib=sum(disk.get(name, [])))
+            for name in stats}
 
 
 def settle_heap() -> None:
@@ -531,8 +542,9 @@ def main() -> None:
     texts = [t.text for t in turns]
     agentmem_texts = [f"{r}: {c}" for c in convs for r, c in by_conv[c]]  # what agentmem embeds (role: content)
     result: dict[str, Any] = {"configuration": label, "threads": args.threads, "shared_buffers": args.shared_buffers}
+    env = environment()
     log(f"{label}; {args.threads} thread(s), shared_buffers {args.shared_buffers}, {len(texts)} turns, "
-        f"{len(questions)} questions; CPU {environment()['cpu']}")
+        f"{len(questions)} questions; CPU {env['cpu']}" + (f"; {env['page_out']}" if env["page_out"] else ""))
 
     with embedded_server({"maintenance_work_mem": "1GB", "shared_buffers": args.shared_buffers}) as uri:
         # Phase 1: LoCoMo size.
