@@ -28,7 +28,10 @@ Phases:
    before it in the round leaves the CPU caches holding its own data). The first pass
    reads each system's pages into shared buffers: after the loads and the index builds
    they hold whatever was written last, so the first search of a system's rows copies
-   pages in from the OS cache. agentmem's searches read its keyword tables besides the
+   pages in from the OS cache (or from disk: each search table gives, per system, what the
+   machine read from disk while its searches ran, and the first log line names a kernel
+   scheme that pages out memory left idle, under which that happens after a minute
+   unused). agentmem's searches read its keyword tables besides the
    vectors, so they pay it most: its own part's p50 in the first pass was 2.0x the later
    rounds' for ``search_memory`` at 200 users x 500 rows and 1.28x with one user of 100k
    rows, the peers' 0.86-1.23x (docs/benchmarks.md, the CPU without AVX-512).
