@@ -16,7 +16,8 @@ terms (pseudo-relevance feedback, as in RM3):
 A text said more than once counts once (repeated turns must not vote for their own
 words); with fewer than ``top`` distinct texts there is nothing to learn from and every
 signal is 0.
-Words are :func:`memory.retrieval.bm25.prose_terms` (stemmed, stopwords out, cached per text).
+Words are :func:`memory.retrieval.bm25.prose_terms` (stemmed, stopwords out, cached per text),
+or, in ``search_memory``, each row's stored lexemes (:func:`feedback_sets`).
 """
 
 from __future__ import annotations
@@ -35,17 +36,24 @@ def feedback(texts: Sequence[str], question: str, *, top: int = 10, words: int =
     A text said again (the same words) counts once, so repeated turns cannot vote for
     their own words; with fewer than ``top`` distinct texts every signal is 0.
     """
-    sets = [terms(t) for t in texts]
+    return feedback_sets([terms(t) for t in texts], terms(question), top=top, words=words)
+
+
+def feedback_sets(sets: Sequence[frozenset[str]], asked: frozenset[str], *, top: int = 10,
+                  words: int = 5) -> list[float]:
+    """:func:`feedback` over each candidate's words already taken apart (``search_memory``
+    reads them from the database: each row's stored ``search_tsv``, PostgreSQL's english
+    lexemes, which a row it has not seen would otherwise cost ~9 µs of stemming in Python)
+    and the question's (``asked``)."""
     distinct = list(dict.fromkeys(s for s in sets if s))
     if len(distinct) < top or words <= 0:
-        return [0.0] * len(texts)
-    asked = terms(question)
+        return [0.0] * len(sets)
     df = Counter(chain.from_iterable(distinct))
     near = Counter(chain.from_iterable(distinct[:top]))
     value = {w: n / top * math.log(1 + len(distinct) / df[w]) for w, n in near.items() if n >= 2 and w not in asked}
     chosen = dict(sorted(value.items(), key=lambda kv: (-kv[1], kv[0]))[:words])
     total = sum(chosen.values())
     if not total:
-        return [0.0] * len(texts)
+        return [0.0] * len(sets)
     pairs = list(chosen.items())
     return [sum([v for w, v in pairs if w in s]) / total for s in sets]

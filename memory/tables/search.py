@@ -70,7 +70,8 @@ import psycopg
 from psycopg import sql
 
 from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse_rankings
-from memory.retrieval.feedback import feedback
+from memory.retrieval.bm25 import prose_terms
+from memory.retrieval.feedback import feedback_sets
 from memory.retrieval.hits import Hit
 from memory.store.ops import COMMIT, Ahead, Call, Op, Sql, numbered, run
 from memory.tables.base import CUSTOM_PLANS, TERMS_CTE, SizeHints, Table, plans_for
@@ -377,7 +378,8 @@ mi_cand AS (
 mi_rows AS MATERIALIZED (
     SELECT m.id AS key, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
            nullif(m.metadata, '{}') AS metadata, coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs,
-           coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk, x.prev_id AS prev
+           coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk, x.prev_id AS prev,
+           array_to_string(tsvector_to_array(m.search_tsv), ' ') AS terms
     FROM mi_cand JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_cand.key
     LEFT JOIN conversational_context x ON x.user_id = %(uid)s AND x.message_id = m.id
 )"""
@@ -392,7 +394,7 @@ m_size AS (SELECT coalesce((SELECT messages FROM conversational_stats WHERE user
 _MARK_COLS = ("NULL::text, NULL::timestamptz, NULL::text, NULL::uuid, NULL::text, NULL::text,"
               " NULL::timestamptz, NULL::timestamptz, NULL::jsonb, ")  # content .. metadata
 _MARK_HEAD = "NULL::text, " + _MARK_COLS  # id, then those
-_MARK_TAIL = ", NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false"
+_MARK_TAIL = ", NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, false, NULL::text"
 
 #: A message row ``m``'s columns as a hit shows them, up to its distance (``vs``) and from the
 #: turn after it on: the two statements of the indexed shape that read whole message rows.
@@ -400,7 +402,8 @@ _M_HIT_HEAD = ("'message' AS kind, m.id::text AS id, m.content, m.created_at, m.
                " m.name,\n       NULL::timestamptz AS t0, NULL::timestamptz AS t1,"
                " nullif(m.metadata, '{}') AS metadata, ")
 _M_HIT_TAIL = ("NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,\n"
-               "       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk")
+               "       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,\n"
+               "       array_to_string(tsvector_to_array(m.search_tsv), ' ') AS terms")
 
 #: Whether the user has any summaries or facts at all: the statement after the embedding carries
 #: their halves (planned and run even when they find nothing: ~0.4 ms at LoCoMo size) only then.
@@ -410,7 +413,8 @@ _HAS_KINDS = ("EXISTS (SELECT 1 FROM summary_memory WHERE user_id = %(uid)s) AS 
 #: A message row ``m`` by its key (completed by the caller: ``... = key OFFSET 0``), with the
 #: turn before it from its window row (``c.prev_id``): the exact shape's two statements.
 _M_ROW_PREV = """
-    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, c.prev_id
+    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, c.prev_id,
+           m.search_tsv
     FROM conversational_memory m
         LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id
     WHERE m.user_id = %(uid)s AND m.id = """
@@ -498,7 +502,7 @@ SELECT """ + _M_HIT_HEAD + """NULL::float8 AS vs,
        NULL::bigint AS n, NULL::float8 AS den, NULL::text[] AS tqs, NULL::text[] AS tqas, NULL::float8[] AS idfs,
        NULL::boolean AS pending, NULL::boolean AS has_summaries, NULL::boolean AS has_facts
 FROM mk_top t CROSS JOIN LATERAL (
-    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata
+    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, m.search_tsv
     FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = t.key OFFSET 0) m
 UNION ALL
 SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
@@ -537,8 +541,9 @@ SELECT 'message' AS kind, r.key::text AS id, m.content, r.created_at, r.thread_i
        coalesce(1 - r.d, 0) AS vs,
        coalesce(((SELECT ks FROM me_kw) ->> r.key::text)::float8, 0) AS ks,
        r.prev_id, r.next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
-       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk
-FROM me_rows r CROSS JOIN LATERAL (SELECT m.content, m.summary_id, m.role, m.name, m.metadata
+       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,
+       array_to_string(tsvector_to_array(m.search_tsv), ' ') AS terms
+FROM me_rows r CROSS JOIN LATERAL (SELECT m.content, m.summary_id, m.role, m.name, m.metadata, m.search_tsv
     FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = r.key OFFSET 0) m
 WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE live AND d IS NOT NULL
                                    ORDER BY d, key LIMIT %(pool)s) v)
@@ -559,7 +564,7 @@ _MSG_INDEXED_SELECT = """
 SELECT 'message' AS kind, r.key::text AS id, r.content, r.created_at, r.thread_id, r.summary_id, r.role, r.name,
        NULL::timestamptz AS t0, NULL::timestamptz AS t1, r.metadata, r.vs, coalesce(kw.ks, 0) AS ks,
        r.prev AS prev_id, nx.key AS next_id,
-       NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered, r.spk
+       NULL::bigint AS first_id, NULL::bigint AS last_id, NULL::bigint AS n_covered, r.spk, r.terms
 FROM mi_rows r LEFT JOIN mi_rows nx ON nx.prev = r.key LEFT JOIN mi_kw kw ON kw.key = r.key
 WHERE true"""
 
@@ -597,7 +602,8 @@ SELECT 'summary' AS kind, s.summary_id::text AS id, s.description || E'\\n' || s
        coalesce(s.last_message_at, s.created_at) AS created_at, s.thread_id, s.summary_id, NULL AS role,
        NULL AS name, coalesce(s.first_message_at, s.created_at) AS t0, coalesce(s.last_message_at, s.created_at) AS t1,
        s.metadata, coalesce(1 - (s.embedding <=> %(qvec)s), 0) AS vs, coalesce(s_kw.ks, 0) AS ks,
-       NULL::bigint AS prev_id, NULL::bigint AS next_id, cov.first_id, cov.last_id, cov.n AS n_covered, false AS spk
+       NULL::bigint AS prev_id, NULL::bigint AS next_id, cov.first_id, cov.last_id, cov.n AS n_covered, false AS spk,
+       array_to_string(tsvector_to_array(s.search_tsv), ' ') AS terms
 FROM summary_memory s JOIN s_cand ON s_cand.key = s.summary_id LEFT JOIN s_kw ON s_kw.key = s.summary_id
 LEFT JOIN LATERAL (SELECT min(c.id) AS first_id, max(c.id) AS last_id, count(*) AS n FROM conversational_memory c
     WHERE c.user_id = %(uid)s AND c.summary_id = s.summary_id) cov ON true
@@ -638,7 +644,7 @@ SELECT 'fact' AS kind, f.id::text AS id, f.content, f.valid_from AS created_at, 
        NULL::uuid AS summary_id, f.category AS role, NULL AS name, f.valid_from AS t0, f.valid_from AS t1, f.metadata,
        coalesce(1 - (f.embedding <=> %(qvec)s), 0) AS vs, coalesce(f_kw.ks, 0) AS ks,
        NULL::bigint AS prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
-       NULL::bigint AS n_covered, false AS spk
+       NULL::bigint AS n_covered, false AS spk, array_to_string(tsvector_to_array(f.search_tsv), ' ') AS terms
 FROM fact_memory f JOIN f_cand ON f_cand.key = f.id LEFT JOIN f_kw ON f_kw.key = f.id
 WHERE f.user_id = %(uid)s"""
 
@@ -1128,6 +1134,13 @@ def _candidate(row: dict[str, Any], span: TimeRange | None) -> _Candidate:
     return _Candidate(row, vs, ks, in_range, signals)
 
 
+def _words(row: dict[str, Any]) -> frozenset[str]:
+    """A candidate's words for the keyword feedback: its row's stored lexemes (``terms``), or
+    its text taken apart here for a row that came without them."""
+    terms = row.get("terms")
+    return frozenset(terms.split()) if terms is not None else prose_terms(row["content"] or "")
+
+
 def _rank(found: Sequence[_Candidate], method: str, w: SearchWeights, query: str, k: int,
           min_score: float | None = None) -> list[MemoryHit]:
     """The ``k`` best of the found rows as hits, best first (:func:`_order`), those under
@@ -1193,7 +1206,8 @@ def _order(found: Sequence[_Candidate], method: str, w: SearchWeights, query: st
             c.score = score
         if w.feedback_weight:
             out.sort(key=lambda c: -c.score)
-            lift = feedback([c.row["content"] for c in out], query, top=w.feedback_top, words=w.feedback_words)
+            lift = feedback_sets([_words(c.row) for c in out], prose_terms(query), top=w.feedback_top,
+                                 words=w.feedback_words)
             for c, f in zip(out, lift, strict=True):
                 c.signals["feedback"] = f
                 c.score += w.feedback_weight * f
