@@ -13,7 +13,8 @@ from datetime import datetime, timedelta, timezone
 
 from memory import MemoryManager
 from memory.retrieval.feedback import feedback, terms
-from memory.tables.search import DEFAULT_WEIGHTS
+from memory.store.ops import run
+from memory.tables.search import DEFAULT_WEIGHTS, _words
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 
@@ -88,3 +89,26 @@ def test_search_finds_the_answer_through_the_words_its_best_hits_share(mm: Memor
     assert found is not None, [h.item.content for h in hits]
     assert found.signals["feedback"] > 0.0 and found.signals["keyword"] == 0.0
     assert all(h.signals["feedback"] == 0.0 for h in hits if "invoice" in h.item.content)
+
+
+def test_every_shape_gives_each_candidate_its_stored_words(mm: MemoryManager, user: str) -> None:
+    """The feedback takes a candidate's words from its row (the lexemes PostgreSQL stored in
+    ``search_tsv``), in the exact shape and the indexed one alike, so both rank with the same
+    words; a row without them falls back to taking its text apart here."""
+    msgs = [dict(role="user", content=t, created_at=NOW - timedelta(days=3, minutes=-i))
+            for i, t in enumerate(ABOUT + [ANSWER, "The well-known export job failed again."])]
+    mm.write_messages(user_id=user, thread_id="t", messages=msgs)
+    with mm.db.connection(user) as conn:
+        stored = {str(i): frozenset(lex) for i, lex in conn.execute(
+            "SELECT id, tsvector_to_array(search_tsv) FROM conversational_memory WHERE user_id = %s", (user,))}
+    # PostgreSQL keeps a hyphenated word whole besides its parts, which no text taken apart here has
+    assert {"well-known", "well", "known"} <= next(v for v in stored.values() if "export" in v)
+    assert "well-known" not in terms("The well-known export job failed again.")
+    for shape in ("exact", "indexed"):
+        [found] = run(mm.db, mm.memory_search._found_many_op(["camping export job"], user_id=user, k=20,
+                                                              scope="messages", shape=shape, now=NOW))
+        assert found, shape
+        for c in found:
+            assert _words(c.row) == stored[c.item.id], (shape, c.item.content)
+    # a row from anywhere else (no stored words): its text, taken apart as the function does
+    assert _words({"content": "The kids were camping", "terms": None}) == terms("The kids were camping")
