@@ -1,4 +1,4 @@
-"""write_messages as a pipeline: the next stage is embedded while this one is inserted.
+"""write_messages as a pipeline: later stages are embedded while earlier ones are inserted.
 
 Real PostgreSQL; the hash embedder (deterministic, so each stored vector can be checked
 against the text it belongs to). What must hold: a failure in either stage (the model,
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -21,7 +22,7 @@ from memory import HashEmbedder, MemoryManager
 from memory.errors import AgentMemError, DatabaseError, EmbeddingError
 from memory.tables.conversation import embedding_text, stages
 
-N = 300  # four stages: 76, 128, 64, 32 messages
+N = 300  # four stages: 132, 128, 32, 8 messages
 
 
 def messages(n: int, tag: str = "") -> list[dict[str, Any]]:
@@ -40,8 +41,9 @@ def messages(n: int, tag: str = "") -> list[dict[str, Any]]:
 
 
 class Poisoned:
-    """The hash embedder, failing on any batch holding ``poison``; records what the
-    writer's transaction had done when it failed."""
+    """The hash embedder, failing on any batch holding ``poison`` once the writer's
+    transaction has inserted an earlier stage (it waits up to 10 s for that, since every
+    stage is embedded ahead of the inserts); records how many such transactions it saw."""
 
     backend = "hash"
 
@@ -54,10 +56,15 @@ class Poisoned:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if any(self.poison in t for t in texts):
             with psycopg.connect(self.uri, autocommit=True) as conn:
-                # the writer's open transaction, which has already inserted an earlier stage
-                self.inserting_transactions = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE state IN ('active', 'idle in transaction')"
-                    " AND backend_xid IS NOT NULL AND query LIKE 'INSERT INTO conversational_memory%%'").fetchone()[0]
+                deadline = time.monotonic() + 10
+                while True:  # the writer's open transaction, once it has inserted an earlier stage
+                    self.inserting_transactions = conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE state IN ('active', 'idle in transaction')"
+                        " AND backend_xid IS NOT NULL AND query LIKE 'INSERT INTO conversational_memory%%'"
+                    ).fetchone()[0]
+                    if self.inserting_transactions or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.01)
             raise RuntimeError("model crashed")
         return self.inner.embed(texts)
 
@@ -69,18 +76,19 @@ def count_rows(conn: psycopg.Connection, user: str) -> tuple[int, int]:
 
 
 def test_stages_cover_every_message_in_order_with_a_short_last_stage():
-    for n in (1, 31, 32, 33, 100, 224, 225, 300, 1000, 10_000):
+    for n in (1, 7, 8, 9, 100, 168, 169, 300, 1192, 1193, 10_000):
         plan = stages(n)
         assert plan[0][0] == 0 and plan[-1][1] == n
         assert all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
-        assert all(end > start for start, end in plan)
-        assert plan[-1][1] - plan[-1][0] <= 32
-    assert stages(N) == [(0, 76), (76, 204), (204, 268), (268, 300)]
+        assert all(0 < end - start <= 1024 for start, end in plan)  # one INSERT each, within its parameters
+        assert plan[-1][1] - plan[-1][0] <= 8
+    assert stages(N) == [(0, 132), (132, 260), (260, 292), (292, 300)]
+    assert [end - start for start, end in stages(10_000)][-5:] == [1024, 1024, 128, 32, 8]
 
 
 def test_a_model_failure_in_a_later_stage_leaves_no_row(settings, user, thread, sql_conn):
     msgs = messages(N)
-    msgs[290]["content"] = "poison pill in the last stage"
+    msgs[295]["content"] = "poison pill in the last stage"
     embedder = Poisoned(settings.database_url, "poison pill")
     with MemoryManager.open(settings.with_(pool_max_size=2), embedder=embedder) as pmm:
         with pytest.raises(EmbeddingError):
@@ -88,7 +96,7 @@ def test_a_model_failure_in_a_later_stage_leaves_no_row(settings, user, thread, 
         assert embedder.inserting_transactions == 1  # it failed mid-pipeline, earlier stages inserted
         assert count_rows(sql_conn, user) == (0, 0)
         # the manager still works, and writes everything on a clean call
-        msgs[290]["content"] = "a harmless message"
+        msgs[295]["content"] = "a harmless message"
         written = pmm.write_messages(msgs, user_id=user, thread_id=thread)
     assert len(written) == N
     assert count_rows(sql_conn, user) == (N, N)
@@ -103,7 +111,7 @@ def test_a_statement_failure_in_a_later_stage_leaves_no_row(settings, fresh_sche
             conn.execute("CREATE TRIGGER refuse_boom BEFORE INSERT ON conversational_memory"
                          " FOR EACH ROW EXECUTE FUNCTION refuse_boom()")
             msgs = messages(N)
-            msgs[250]["content"] = "boom"  # the third stage
+            msgs[250]["content"] = "boom"  # the second stage of four
             with pytest.raises(DatabaseError) as err:
                 smm.write_messages(msgs, user_id=user, thread_id=thread)
             assert isinstance(err.value, AgentMemError) and "refused" in str(err.value.__cause__)
