@@ -242,7 +242,7 @@ class Settings:
     embedding_backend: str = field(default="onnx", metadata=choices("onnx", "torch"))
     model_cache_dir: Path = field(default_factory=default_cache_dir)
     embedding_threads: int = 0
-    embedding_batch_size: int = field(default=1024, metadata=bounds(1))  # texts per call to the model
+    embedding_batch_size: int = field(default=64, metadata=bounds(1))  # texts per call to the model
     embedding_cache_size: int = 50_000
 
     # Tools: seconds a tool call may run before the model gets a ``tool_timeout`` error

@@ -39,11 +39,11 @@ _RETURNING = sql.SQL(" RETURNING {cols}").format(cols=select_list(Message))
 #: takes the int8 model, so each stage is four times the next: its insert ends while
 #: the next one is embedded, and only the last stage's short insert is left once the
 #: model is done. The first stage takes the rest (up to ``_STAGE_MAX``, one INSERT of 12
-#: parameters a row), so most texts are planned into model runs together (a stage is one
-#: call to the embedder: runs of texts of similar length,
-#: :func:`memory.retrieval.onnx_minilm.plan_runs`). LoCoMo's conversations written with
+#: parameters a row), so most texts are sorted and planned into model runs together
+#: (runs of texts of similar length, :func:`memory.retrieval.onnx_minilm.plan_runs`,
+#: in calls of ``embedding_batch_size``). LoCoMo's conversations written with
 #: (8, 32, 128), (4, 16, 64, 256), (16, 128) and (8, 64) here ran at 0.917, 0.911, 0.908
-#: and 0.871 of the encoder alone (median of 10 interleaved rounds).
+#: and 0.871 of the encoder alone (median of 10 interleaved rounds, calls of 1,024 texts).
 _STAGES = (8, 32, 128)
 _STAGE_MAX = 1024
 
@@ -162,8 +162,8 @@ class Conversations(Table):
         write is a pipeline of stages (:func:`stages`): a worker thread embeds them one
         after another while this thread inserts each stage (one statement, in the
         database's own process) as soon as its vectors are in, so the model and the
-        database work at the same time. A failure in either (the model, a statement) rolls the whole call back:
-        nothing of it is written.
+        database work at the same time. A failure in either (the model, a statement)
+        rolls the whole call back: nothing of it is written.
         """
         return run(self.db, self.write_messages_op(messages, user_id=user_id, thread_id=thread_id, embed=embed))
 
