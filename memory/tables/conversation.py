@@ -38,8 +38,8 @@ _RETURNING = sql.SQL(" RETURNING {cols}").format(cols=select_list(Message))
 #: a message takes the database (and this thread) about a third of what embedding it
 #: takes the int8 model, so each stage is four times the next: its insert ends while
 #: the next one is embedded, and only the last stage's short insert is left once the
-#: model is done. The first stage takes the rest (up to ``_STAGE_MAX``, one INSERT of 12
-#: parameters a row), so most texts are sorted and planned into model runs together
+#: model is done. The rest is cut into equal stages of at most ``_STAGE_MAX`` (one INSERT of
+#: 12 parameters a row), so most texts are sorted and planned into model runs together
 #: (runs of texts of similar length, :func:`memory.retrieval.onnx_minilm.plan_runs`,
 #: in calls of ``embedding_batch_size``). LoCoMo's conversations written with
 #: (8, 32, 128), (4, 16, 64, 256), (16, 128) and (8, 64) here ran at 0.917, 0.911, 0.908
@@ -63,9 +63,9 @@ def stages(n: int) -> list[tuple[int, int]]:
             break
         sizes.append(min(size, left))
         left -= size
-    while left > 0:
-        sizes.append(min(_STAGE_MAX, left))
-        left -= _STAGE_MAX
+    if left > 0:  # the rest in equal stages of at most _STAGE_MAX (no stray short one)
+        parts = -(-left // _STAGE_MAX)
+        sizes += [left // parts + (1 if i < left % parts else 0) for i in range(parts)]
     out, start = [], 0
     for size in reversed(sizes):
         out.append((start, start + size))
