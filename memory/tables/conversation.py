@@ -181,7 +181,7 @@ class Conversations(Table):
             raise InvalidInputError(f"at most {self.settings.max_batch} messages per call")
         written: list[Message] = []
         plan = stages(len(checked))
-        # Every stage goes to the embedding thread now, in order: it embeds them back to
+        # Every stage goes to the embedding thread at once, in order: it embeds them back to
         # back while this thread inserts each stage as soon as its vectors are in.
         pending: list[Any] = []
         try:

@@ -367,6 +367,14 @@ mi_kw AS (
            """ + _MI_SCORE + """ AS ks
     FROM conversational_context c JOIN mi_pre ON mi_pre.key = c.message_id AND c.user_id = %(uid)s
 )"""
+
+
+def _terms(alias: str) -> str:
+    """The select item ``terms`` of a row ``alias`` (a code constant): its stored lexemes,
+    space-separated, the words the keyword feedback reads (see ``_M_HIT_TAIL``)."""
+    return f"array_to_string(tsvector_to_array({alias}.search_tsv), ' ') AS terms"
+
+
 _MSG_IDX_ROWS = """,
 mi_cand AS (
     SELECT key FROM mi_vec
@@ -379,7 +387,7 @@ mi_rows AS MATERIALIZED (
     SELECT m.id AS key, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name,
            nullif(m.metadata, '{}') AS metadata, coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs,
            coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk, x.prev_id AS prev,
-           array_to_string(tsvector_to_array(m.search_tsv), ' ') AS terms
+           """ + _terms("m") + """
     FROM mi_cand JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_cand.key
     LEFT JOIN conversational_context x ON x.user_id = %(uid)s AND x.message_id = m.id
 )"""
@@ -410,7 +418,7 @@ _M_HIT_HEAD = ("'message' AS kind, m.id::text AS id, m.content, m.created_at, m.
                " nullif(m.metadata, '{}') AS metadata, ")
 _M_HIT_TAIL = ("NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,\n"
                "       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,\n"
-               "       array_to_string(tsvector_to_array(m.search_tsv), ' ') AS terms")
+               "       " + _terms("m"))
 
 #: Whether the user has any summaries or facts at all: the statement after the embedding carries
 #: their halves (planned and run even when they find nothing: ~0.4 ms at LoCoMo size) only then.
@@ -549,7 +557,7 @@ SELECT 'message' AS kind, r.key::text AS id, m.content, r.created_at, r.thread_i
        coalesce(((SELECT ks FROM me_kw) ->> r.key::text)::float8, 0) AS ks,
        r.prev_id, r.next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
        NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,
-       array_to_string(tsvector_to_array(m.search_tsv), ' ') AS terms
+       """ + _terms("m") + """
 FROM me_rows r CROSS JOIN LATERAL (SELECT m.content, m.summary_id, m.role, m.name, m.metadata, m.search_tsv
     FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = r.key OFFSET 0) m
 WHERE (r.key IN (SELECT key FROM (SELECT key FROM me_rows WHERE live AND d IS NOT NULL
@@ -610,7 +618,7 @@ SELECT 'summary' AS kind, s.summary_id::text AS id, s.description || E'\\n' || s
        NULL AS name, coalesce(s.first_message_at, s.created_at) AS t0, coalesce(s.last_message_at, s.created_at) AS t1,
        s.metadata, coalesce(1 - (s.embedding <=> %(qvec)s), 0) AS vs, coalesce(s_kw.ks, 0) AS ks,
        NULL::bigint AS prev_id, NULL::bigint AS next_id, cov.first_id, cov.last_id, cov.n AS n_covered, false AS spk,
-       array_to_string(tsvector_to_array(s.search_tsv), ' ') AS terms
+       """ + _terms("s") + """
 FROM summary_memory s JOIN s_cand ON s_cand.key = s.summary_id LEFT JOIN s_kw ON s_kw.key = s.summary_id
 LEFT JOIN LATERAL (SELECT min(c.id) AS first_id, max(c.id) AS last_id, count(*) AS n FROM conversational_memory c
     WHERE c.user_id = %(uid)s AND c.summary_id = s.summary_id) cov ON true
@@ -651,7 +659,7 @@ SELECT 'fact' AS kind, f.id::text AS id, f.content, f.valid_from AS created_at, 
        NULL::uuid AS summary_id, f.category AS role, NULL AS name, f.valid_from AS t0, f.valid_from AS t1, f.metadata,
        coalesce(1 - (f.embedding <=> %(qvec)s), 0) AS vs, coalesce(f_kw.ks, 0) AS ks,
        NULL::bigint AS prev_id, NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,
-       NULL::bigint AS n_covered, false AS spk, array_to_string(tsvector_to_array(f.search_tsv), ' ') AS terms
+       NULL::bigint AS n_covered, false AS spk, """ + _terms("f") + """
 FROM fact_memory f JOIN f_cand ON f_cand.key = f.id LEFT JOIN f_kw ON f_kw.key = f.id
 WHERE f.user_id = %(uid)s"""
 
