@@ -40,7 +40,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 
 import psycopg
 from pgvector.psycopg import register_vector_async
@@ -183,17 +183,26 @@ async def aexecute_last(conn: psycopg.AsyncConnection, steps: list[Sql]) -> Any:
         await _restore(conn)
 
 
-async def aexecute_committing(conn: psycopg.AsyncConnection, q: Sql) -> Any:
+async def aexecute_committing(conn: psycopg.AsyncConnection, q: Sql, head: Sequence[Sql] = ()) -> Any:
     """``memory.store.ops.execute_committing`` on an async connection."""
     if not pipelined([q]):
+        await aexecute_held(conn, head)
         result = await aexecute(conn, q)
         await conn.commit()
         return result
     async with cursor(conn, q) as cur:
         async with conn.pipeline():
+            for h in head:
+                await conn.execute(h.stmt, prepare=False)
             await cur.execute(q.stmt, q.params, prepare=prepare(q))
             await conn.execute(COMMIT_SQL, prepare=False)
         return await fetched_async(cur, q)
+
+
+async def aexecute_held(conn: psycopg.AsyncConnection, head: Sequence[Sql]) -> None:
+    """``memory.store.ops.execute_held`` on an async connection."""
+    if head:
+        await aexecute(conn, together(head, None))
 
 
 async def aexecute_ahead(conn: psycopg.AsyncConnection, ahead: Ahead, head: list[Any] | None = None) -> Any:
@@ -275,8 +284,10 @@ async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
             try:
                 step = op.send(result)
             except StopIteration as done:
-                if waiting:
+                if waiting and tx is None:
                     tx, conn = await _open(adb, waiting, waiting[0].user)
+                elif waiting:
+                    await aexecute_held(conn, waiting)
                 finishing, tx = tx, None
                 if finishing is not None:
                     await finishing.__aexit__(None, None, None)  # commit
@@ -284,23 +295,27 @@ async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
             if isinstance(step, Call):
                 result = await asyncio.to_thread(step.fn, *step.args, **step.kwargs)
             elif isinstance(step, Ahead):
-                head: list[Any] = []
                 if tx is None:
                     user = waiting[0].user if waiting else step.steps[0].user
                     tx = AsyncExitStack()
                     conn = await tx.enter_async_context(adb.connection(user, scope=False))
                     await conn.set_autocommit(True)  # BEGIN is sent as a statement, as in the sync driver
                     tx.push_async_exit(_leaving(conn))
-                    head, waiting = pipeline_head(waiting + [step.steps[0]]), []
+                    head = pipeline_head(waiting + [step.steps[0]])
+                else:
+                    head = [q.stmt for q in waiting]
+                waiting = []
                 result = await aexecute_ahead(conn, step, head)
             elif isinstance(step, Commit):
-                if waiting:
+                if waiting and tx is None:
                     tx, conn = await _open(adb, waiting, waiting[0].user)
-                    waiting = []
+                elif waiting:
+                    await aexecute_held(conn, waiting)
+                waiting = []
                 finishing, tx, conn, result = tx, None, None, None
                 if finishing is not None:
                     await _end(finishing, step.rollback)
-            elif tx is None and held(step):
+            elif held(step):
                 waiting.append(step)
                 result = None
             elif tx is None and pipelined(waiting + [step]):
@@ -311,7 +326,12 @@ async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
                 if tx is None:
                     tx, conn = await _open(adb, waiting, waiting[0].user if waiting else step.user)
                     waiting = []
-                result = await (aexecute_committing(conn, step) if step.last else aexecute(conn, step))
+                if step.last:
+                    result = await aexecute_committing(conn, step, waiting)
+                else:
+                    await aexecute_held(conn, waiting)
+                    result = await aexecute(conn, step)
+                waiting = []
                 if step.last:
                     finishing, tx, conn = tx, None, None
                     await finishing.__aexit__(None, None, None)  # committed: gives the connection back

@@ -19,10 +19,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from memory import AgentMemError, HashEmbedder, MemoryManager, QueryTimeoutError
 from memory.aio import AsyncMemoryManager, arun
-from memory.store.ops import Op, Sql, run
+from memory.store.ops import COMMIT, Op, Sql, run
 
 TURNS = ["I ran the Bergen marathon in October", "It rained the whole way along the harbour",
          "My pace was five minutes per kilometre", "Next year I want to run Oslo"]
@@ -321,3 +322,72 @@ def test_a_large_history_is_planned_for_its_values_a_small_one_generically_from_
         assert all([(h.item.id, h.score) for h in hits] == [(h.item.id, h.score) for h in first] for hits in again)
     finally:
         mm.close()
+
+
+def test_a_search_of_a_large_history_is_two_round_trips_its_plan_mode_in_the_second(settings: Any,
+                                                                                   user: str) -> None:
+    """The indexed shape in two statements changes its plan mode between them (the keyword half
+    generic, what needs the vector for its values): that setting goes out in the second
+    statement's pipeline, not as an exchange of its own."""
+    mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1, search_exact_max_rows=4),
+                            embedder=HashEmbedder())
+    try:
+        mm.write_messages([dict(role="user", content=f"{t} ({i})") for i, t in enumerate(TURNS * 3)],
+                          user_id=user, thread_id="t")
+        mm.search_memory("warm-up", user_id=user)  # seen: 12 messages, above the switch point
+        with RoundTrips(mm.db.pool) as trips:
+            hits = mm.search_memory("Bergen marathon", user_id=user)
+        assert trips.count == 2, "\n".join(trips.lines)
+        end = next(i for i, line in enumerate(trips.lines) if "\tReadyForQuery\t" in line)
+        first, second = trips.lines[:end], trips.lines[end + 1:]
+        assert any('"idfs"' in line for line in first), first  # the indexed shape's keyword half
+        forced = [line for line in second if "plan_cache_mode = force_custom_plan" in line]
+        assert forced and all("\tParse\t" in line for line in forced), second  # a statement of the pipeline
+        assert any("COMMIT" in line for line in second), second
+        assert hits[0].item.content.startswith(TURNS[0])
+    finally:
+        mm.close()
+
+
+def _held_in_open_transaction(user: str, channel: str, end: str) -> Op[Any]:
+    """A transaction that holds statements once it is open: a setting for the statement after it,
+    and a NOTIFY (delivered only if the transaction that ran it commits) before its end."""
+    yield Sql("SELECT 1", fetch="one", user=user)  # opens the transaction
+    yield Sql("SET LOCAL statement_timeout = 4321", fetch="none", user=user)
+    got = yield Sql("SELECT current_setting('statement_timeout')", fetch="one", user=user, last=end == "last")
+    if end != "last":
+        yield Sql("SELECT 2 AS again", fetch="one", user=user)
+        yield Sql(sql.SQL("NOTIFY {}, 'held'").format(sql.Identifier(channel)), fetch="none", user=user)
+        if end == "commit":
+            yield COMMIT
+    return got[0]
+
+
+@pytest.mark.parametrize("end", ["last", "commit", "return"])
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_statement_held_in_an_open_transaction_goes_out_before_the_next_one_or_the_commit(
+        settings: Any, pg_uri: str, user: str, driver: str, end: str) -> None:
+    """Both drivers: a held statement in an open transaction takes effect for the statement after
+    it, and one left when the transaction ends still runs in it, before its commit."""
+    channel = f"held_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_uri, autocommit=True) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        if driver == "sync":
+            mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1), embedder=HashEmbedder())
+            try:
+                got = run(mm.db, _held_in_open_transaction(user, channel, end))
+            finally:
+                mm.close()
+        else:
+            async def go() -> Any:
+                amm = await AsyncMemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1),
+                                                    embedder=HashEmbedder())
+                try:
+                    return await arun(amm.adb, _held_in_open_transaction(user, channel, end))
+                finally:
+                    await amm.close()
+
+            got = asyncio.run(go())
+        assert got == "4321ms"
+        notes = [n.payload for n in listener.notifies(timeout=1.0, stop_after=1)] if end != "last" else []
+    assert notes == ([] if end == "last" else ["held"])

@@ -28,7 +28,9 @@ whole transaction (:func:`execute_last`). Otherwise the held statements and the 
 go out as one simple-protocol query before it. An :class:`Ahead` step opening a transaction
 sends BEGIN, the user scope and the held statements in its own pipeline, in front of its
 statements; a ``last`` statement in an open transaction goes out with its COMMIT
-(:func:`execute_committing`).
+(:func:`execute_committing`). In an open transaction such statements are held too, and go
+out in front of the statement after them: in its pipeline where it has one (a search that
+changes its plan mode between its two statements: one round trip, not two).
 
 An exception raised by the operation, by a statement or by a call ends the current
 transaction with a rollback (and the database's errors are translated exactly as
@@ -193,9 +195,9 @@ PIPELINE = psycopg.Pipeline.is_supported()
 
 
 def held(step: Sql) -> bool:
-    """Whether ``step``, opening a transaction, waits to go out with the statement after it (see the
-    module docstring): it goes out before that statement, in the same transaction, but after any
-    call the operation makes in between."""
+    """Whether ``step`` waits to go out with the statement after it (see the module docstring): it
+    goes out before that statement, in the same transaction, but after any call the operation
+    makes in between."""
     return step.fetch == "none" and step.params is None and not step.raw
 
 
@@ -236,18 +238,28 @@ def pipeline_head(steps: Sequence[Sql]) -> list[Any]:
     return [sql.SQL("BEGIN")] + ([user_scope(user)] if user is not None else []) + [q.stmt for q in steps[:-1]]
 
 
-def execute_committing(conn: Any, q: Sql) -> Any:
+def execute_committing(conn: Any, q: Sql, head: Sequence[Sql] = ()) -> Any:
     """Run ``q``, the last statement of a transaction already open on a sync connection, and
-    commit, in one round trip where the client can pipeline; its result."""
+    commit, in one round trip where the client can pipeline (``head``: statements held for it,
+    sent in front); its result."""
     if not pipelined([q]):
+        execute_held(conn, head)
         result = execute(conn, q)
         conn.commit()
         return result
     with cursor(conn, q) as cur:
         with conn.pipeline():
+            for h in head:
+                conn.execute(h.stmt, prepare=False)
             cur.execute(q.stmt, q.params, prepare=prepare(q))
             conn.execute(COMMIT_SQL, prepare=False)  # a statement of the pipeline: synced once, at its end
         return fetched(cur, q)
+
+
+def execute_held(conn: Any, head: Sequence[Sql]) -> None:
+    """Send the statements held in an open transaction (``head``; none: nothing), as one query."""
+    if head:
+        execute(conn, together(head, None))
 
 
 def execute_ahead(conn: Any, ahead: Ahead, head: Sequence[Any] = ()) -> tuple[Any, list[Any]]:
@@ -325,14 +337,16 @@ def run(db: Any, op: Op[T]) -> T:
     tx: ExitStack | None = None
     conn: Any = None
     result: Any = None
-    waiting: list[Sql] = []  # held statements of the transaction not opened yet
+    waiting: list[Sql] = []  # held statements, not sent yet: they go out with the next statement
     try:
         while True:
             try:
                 step = op.send(result)
             except StopIteration as done:
-                if waiting:
+                if waiting and tx is None:
                     tx, conn = _open(db, waiting, waiting[0].user)
+                elif waiting:
+                    execute_held(conn, waiting)
                 finishing, tx = tx, None
                 if finishing is not None:
                     finishing.__exit__(None, None, None)  # commit
@@ -340,23 +354,27 @@ def run(db: Any, op: Op[T]) -> T:
             if isinstance(step, Call):
                 result = step.fn(*step.args, **step.kwargs)
             elif isinstance(step, Ahead):
-                head: list[Any] = []
                 if tx is None:
                     user = waiting[0].user if waiting else step.steps[0].user
                     tx = ExitStack()
                     conn = tx.enter_context(db.connection(user, scope=False))
                     conn.autocommit = True  # BEGIN is sent as a statement: psycopg's own waits for its reply
                     tx.push(_leaving(conn))
-                    head, waiting = pipeline_head(waiting + [step.steps[0]]), []
+                    head = pipeline_head(waiting + [step.steps[0]])
+                else:
+                    head = [q.stmt for q in waiting]
+                waiting = []
                 result = execute_ahead(conn, step, head)
             elif isinstance(step, Commit):
-                if waiting:
+                if waiting and tx is None:
                     tx, conn = _open(db, waiting, waiting[0].user)
-                    waiting = []
+                elif waiting:
+                    execute_held(conn, waiting)
+                waiting = []
                 finishing, tx, conn, result = tx, None, None, None
                 if finishing is not None:
                     _end(finishing, step.rollback)
-            elif tx is None and held(step):
+            elif held(step):
                 waiting.append(step)
                 result = None
             elif tx is None and pipelined(waiting + [step]):
@@ -367,7 +385,12 @@ def run(db: Any, op: Op[T]) -> T:
                 if tx is None:
                     tx, conn = _open(db, waiting, waiting[0].user if waiting else step.user)
                     waiting = []
-                result = execute_committing(conn, step) if step.last else execute(conn, step)
+                if step.last:
+                    result = execute_committing(conn, step, waiting)
+                else:
+                    execute_held(conn, waiting)
+                    result = execute(conn, step)
+                waiting = []
                 if step.last:
                     finishing, tx, conn = tx, None, None
                     finishing.__exit__(None, None, None)  # committed: gives the connection back
