@@ -37,3 +37,24 @@ def statement_runs(mm: MemoryManager, marker: str, *also: str) -> int:
                            " AND (SELECT bool_and(strpos(statement, m) > 0) FROM unnest(%s::text[]) AS m)",
                            ([marker, *also],)).fetchone()
     return int(row[0]) if row else 0
+
+
+def outnumbered(mm: MemoryManager, user: str, rows: int) -> None:
+    """Write another user more than twice ``rows`` messages and bring the messages table's
+    statistics up to date (ANALYZE): ``user``, with ``rows`` written after, then holds less than
+    half of the table by those statistics alone, whatever the tests before wrote (they only add
+    rows), so its searches of the indexed shape plan what needs the vector for its values
+    (``memory.tables.search._PLAN_FREE`` is for a user holding half)."""
+    other = f"{user}-neighbour"
+    mm.write_messages([{"role": "user", "content": f"neighbour line {i}"} for i in range(2 * rows + 1)],
+                      user_id=other, thread_id="t")
+    with mm.db.pool.connection() as conn:
+        conn.execute("ANALYZE conversational_memory")
+
+
+def dominant(mm: MemoryManager) -> None:
+    """Bring the messages table's statistics up to date (ANALYZE): on a fresh schema whose only
+    user is searched, that user holds every row, and the table's count is known at once rather
+    than when the server's statistics next catch up."""
+    with mm.db.pool.connection() as conn:
+        conn.execute("ANALYZE conversational_memory")

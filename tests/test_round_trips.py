@@ -25,6 +25,8 @@ from memory import AgentMemError, HashEmbedder, MemoryManager, QueryTimeoutError
 from memory.aio import AsyncMemoryManager, arun
 from memory.store.ops import COMMIT, Op, Sql, run
 
+from fix_search_shapes import dominant, outnumbered
+
 TURNS = ["I ran the Bergen marathon in October", "It rained the whole way along the harbour",
          "My pace was five minutes per kilometre", "Next year I want to run Oslo"]
 
@@ -309,6 +311,7 @@ def test_a_large_history_is_planned_for_its_values_a_small_one_generically_from_
                             embedder=HashEmbedder())
     forced = "SET LOCAL plan_cache_mode = force_custom_plan"
     try:
+        outnumbered(mm, user, rows)  # not the plan-free statement of a user holding half the table
         mm.write_messages([dict(role="user", content=f"{TURNS[i % len(TURNS)]} ({i})") for i in range(rows)],
                           user_id=user, thread_id="t")
         with RoundTrips(mm.db.pool) as trips:
@@ -324,16 +327,24 @@ def test_a_large_history_is_planned_for_its_values_a_small_one_generically_from_
         mm.close()
 
 
-def test_a_search_of_a_large_history_is_two_round_trips_its_plan_mode_in_the_second(settings: Any,
-                                                                                   user: str) -> None:
-    """The indexed shape in two statements changes its plan mode between them (the keyword half
-    generic, what needs the vector for its values): that setting goes out in the second
-    statement's pipeline, not as an exchange of its own."""
-    mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1, search_exact_max_rows=4),
-                            embedder=HashEmbedder())
+@pytest.mark.parametrize("holds_half", [False, True])
+def test_a_search_of_a_large_history_is_two_round_trips_its_plan_settings_in_the_second(
+        settings: Any, fresh_schema: str, user: str, holds_half: bool) -> None:
+    """The indexed shape in two statements runs its keyword half on the generic plan, and what needs
+    the vector for its values, or, for a user holding half of the messages table, unplanned with
+    sorting off: either setting goes out in the second statement's pipeline, not as an exchange of
+    its own. Both find what the one statement (the query's vector cached) finds."""
+    mm = MemoryManager.open(settings.with_(schema=fresh_schema, pool_min_size=1, pool_max_size=1,
+                                           search_exact_max_rows=4), embedder=HashEmbedder())
     try:
+        if holds_half:
+            mm.write_messages([dict(role="user", content="a neighbour's line")], user_id=f"{user}-n", thread_id="t")
+        else:
+            outnumbered(mm, user, len(TURNS) * 3)
         mm.write_messages([dict(role="user", content=f"{t} ({i})") for i, t in enumerate(TURNS * 3)],
                           user_id=user, thread_id="t")
+        if holds_half:
+            dominant(mm)
         mm.search_memory("warm-up", user_id=user)  # seen: 12 messages, above the switch point
         with RoundTrips(mm.db.pool) as trips:
             hits = mm.search_memory("Bergen marathon", user_id=user)
@@ -341,10 +352,14 @@ def test_a_search_of_a_large_history_is_two_round_trips_its_plan_mode_in_the_sec
         end = next(i for i, line in enumerate(trips.lines) if "\tReadyForQuery\t" in line)
         first, second = trips.lines[:end], trips.lines[end + 1:]
         assert any('"idfs"' in line for line in first), first  # the indexed shape's keyword half
-        forced = [line for line in second if "plan_cache_mode = force_custom_plan" in line]
-        assert forced and all("\tParse\t" in line for line in forced), second  # a statement of the pipeline
+        custom = [line for line in second if "plan_cache_mode = force_custom_plan" in line]
+        unsorted = [line for line in second if "enable_sort = off" in line]
+        assert (bool(custom), bool(unsorted)) == (not holds_half, holds_half), second
+        assert all("\tParse\t" in line for line in custom + unsorted), second  # statements of the pipeline
         assert any("COMMIT" in line for line in second), second
         assert hits[0].item.content.startswith(TURNS[0])
+        assert [(h.item.id, h.score) for h in hits] == \
+            [(h.item.id, h.score) for h in mm.search_memory("Bergen marathon", user_id=user)]  # one statement
     finally:
         mm.close()
 

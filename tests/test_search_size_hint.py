@@ -22,7 +22,7 @@ from memory.tables import search as search_mod
 from memory.retrieval.embeddings import HashEmbedder
 
 from fix_search_shapes import one_conn  # noqa: F401  (a fixture)
-from fix_search_shapes import INDEXED_FIRST, INDEXED_REST, INDEXED_ONLY, statement_runs
+from fix_search_shapes import INDEXED_FIRST, INDEXED_REST, INDEXED_ONLY, outnumbered, statement_runs
 
 MARKER = INDEXED_ONLY  # the statement these tests count
 
@@ -121,6 +121,7 @@ def test_the_keyword_statement_runs_its_generic_plan_which_probes_by_key_the_res
     join, no sequential or bitmap scan of a per-user table whatever the estimates). The statement
     after the embedding, which finds the nearest rows, is planned for its values each time."""
     mm = one_conn
+    outnumbered(mm, user, 30)  # not the plan-free statement of a user holding half the messages
     write(mm, user, 30)  # large: the first search knows it (the count comes with the speaker names)
     for q in QUERIES:
         mm.search_memory(q, user_id=user)
@@ -190,3 +191,40 @@ def test_the_indexed_shape_knows_the_turns_around_its_candidates_like_the_exact_
                    for h in mm.search_memory(q, user_id=user, k=30, scope="messages", shape="indexed")}
         assert len(exact) == 30 and indexed == exact, q
         assert len(set(exact.values())) > 3, q  # the shares differ from row to row
+
+
+def test_a_user_holding_half_the_messages_has_the_nearest_rows_from_the_index_on_the_generic_plan(
+        settings: Settings, fresh_schema: str, user: str) -> None:
+    """The statement after the embedding, for a user holding half of the messages table, runs on
+    the generic plan with sorting off. Among many small users the planner, blind to which user a
+    generic plan is for, would find an unknown user's nearest rows by sorting that user's rows
+    (for this user, half the table); with sorting off it takes them from the HNSW index. The hits
+    are those of the one statement, planned for its values."""
+    mm = MemoryManager.open(settings.with_(schema=fresh_schema, search_exact_max_rows=12, search_term_candidates=4,
+                                           search_sample_rows=20, pool_min_size=1, pool_max_size=1),
+                            embedder=HashEmbedder())
+    try:
+        for i in range(40):
+            mm.write_messages([{"role": "user", "content": f"a line of user {i}"}], user_id=f"{user}-{i}", thread_id="t")
+        write(mm, user, 60)
+        with mm.db.pool.connection() as conn:
+            conn.execute("ANALYZE conversational_memory")
+        text, _ = search_mod._search_query(("messages",), "large-rest")
+        plans = {}
+        with mm.db.pool.connection() as conn:
+            for sort in ("on", "off"):
+                conn.execute(psycopg.sql.SQL("SET LOCAL enable_sort = {}").format(psycopg.sql.Literal(sort)))
+                plans[sort] = "\n".join(r[0] for r in conn.execute("EXPLAIN (GENERIC_PLAN) " + text).fetchall())
+        index = "Index Scan using conversational_memory_embedding"
+        assert index not in plans["on"], plans["on"]  # what the planner does for an unknown user
+        assert index in plans["off"], plans["off"]
+        for q in QUERIES:
+            two = mm.search_memory(q, user_id=user)  # the keyword half ahead, then the plan-free rest
+            one = mm.search_memory(q, user_id=user)  # the query's vector cached: one statement
+            assert two and [(h.item.id, h.score) for h in two] == [(h.item.id, h.score) for h in one]
+        with mm.db.pool.connection() as conn:
+            runs = conn.execute("SELECT ARRAY[generic_plans, custom_plans] FROM pg_prepared_statements"
+                                " WHERE strpos(statement, %s) > 0", (INDEXED_REST,)).fetchall()
+        assert runs == [([len(QUERIES), 0],)]  # never planned for its values
+    finally:
+        mm.close()
