@@ -60,6 +60,7 @@ skipped from its first refusal on, and the keyword half still finds those rows.
 from __future__ import annotations
 
 import functools
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
@@ -478,15 +479,18 @@ FROM (SELECT v.key, v.d FROM (
       ORDER BY v.d, v.key LIMIT %(pool)s) v
 CROSS JOIN LATERAL (""" + _M_ROW_PREV + """v.key OFFSET 0) m"""
 
-#: Whether the user holds at least half of the messages table's rows (the planner's estimate
-#: or the live rows the statistics count, whichever is more; false while neither knows of any):
-#: the head row's ``dominant``, see :data:`_PLAN_FREE`.
-_DOMINANT = ("""coalesce((SELECT 2 * (SELECT n FROM m_size) >= t.n AND t.n > 0 FROM (
-           SELECT greatest(c.reltuples, pg_stat_get_live_tuples(c.oid)) AS n FROM pg_class c
-           WHERE c.oid = 'conversational_memory'::regclass) t), false) AS dominant""")
+#: The messages table's rows as the server knows them without counting: the planner's estimate
+#: or the live rows its statistics count, whichever is more (0 while neither knows of any, and on
+#: a Citus coordinator, whose table holds none itself). A statement of its own, on no user's
+#: shard; read at most every ``TABLE_ROWS_TTL_S`` seconds per manager (see :data:`_PLAN_FREE`).
+_TABLE_ROWS = ("SELECT greatest(c.reltuples, pg_stat_get_live_tuples(c.oid)) FROM pg_class c"
+               " WHERE c.oid = 'conversational_memory'::regclass")
+TABLE_ROWS_TTL_S = 30.0
 
 #: The second statement of the indexed shape (``large-rest``) unplanned, for a user who holds at
-#: least half of the messages (the head row's ``dominant``), searched without a thread or time
+#: least half of the messages (their kept count against :data:`_TABLE_ROWS`; a table grown since
+#: it was read makes the share look larger than it is, which costs the index a longer walk, not
+#: rows: the iterative scan reads on in exact order), searched without a thread or time
 #: filter and with no summaries or facts: the nearest rows can only be the HNSW index's (a sort
 #: of the user's rows would read half the table), so the statement runs on the generic plan the
 #: keyword half's transaction already asked for, with sorting disabled so that plan is the
@@ -533,8 +537,7 @@ mk_top AS (
 SELECT """ + _M_HIT_HEAD + """NULL::float8 AS vs,
        t.ks, t.prev_id, """ + _M_HIT_TAIL + """,
        NULL::bigint AS n, NULL::float8 AS den, NULL::text[] AS tqs, NULL::text[] AS tqas, NULL::float8[] AS idfs,
-       NULL::boolean AS pending, NULL::boolean AS has_summaries, NULL::boolean AS has_facts,
-       NULL::boolean AS dominant
+       NULL::boolean AS pending, NULL::boolean AS has_summaries, NULL::boolean AS has_facts
 FROM mk_top t CROSS JOIN LATERAL (
     SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, m.search_tsv
     FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = t.key OFFSET 0) m
@@ -543,7 +546,7 @@ SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
        (SELECT n FROM m_size), (SELECT den FROM mi_den), ARRAY(SELECT tq::text FROM mi_idf),
        ARRAY(SELECT tq_a::text FROM mi_idf), ARRAY(SELECT idf FROM mi_idf),
        EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> ''),
-       """ + _HAS_KINDS + """, """ + _DOMINANT + """""")
+       """ + _HAS_KINDS + """""")
 _MSG_IDX_REST = """,
 mi_idf AS MATERIALIZED (
     SELECT t.ord, t.tq::tsquery AS tq, t.tq_a::tsquery AS tq_a, t.idf
@@ -981,6 +984,7 @@ class MemorySearch(Table):
         # planning it per search (~1 ms at 100k messages); what needs the vector is planned for
         # its values (the nearest rows through HNSW or, for a user of a few thousand rows among
         # millions, by a sort of that user's rows).
+        table_rows = (yield Call(self._messages_table_rows)) if large and not params[0]["filtered"] else 0.0
         yield from self._search_settings_op(uid, "generic" if large else planning, snapshot=True)
         vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict, user=uid, raw=True)
                                             for p in params), embed)
@@ -996,8 +1000,7 @@ class MemorySearch(Table):
             yield COMMIT
             return [[{"kind": "pending"}] for _ in params]
         rest_kinds = [tuple(k for k in kinds if k == "messages" or head["has_" + k]) for head in heads]
-        if large and all(h["dominant"] for h in heads) and not params[0]["filtered"] \
-                and all(k == ("messages",) for k in rest_kinds):
+        if large and table_rows > 0 and 2 * heads[0]["n"] >= table_rows and all(k == ("messages",) for k in rest_kinds):
             yield Sql(sql.SQL(_PLAN_FREE), fetch="none", user=uid)  # on the generic plan asked for above
         elif large:
             yield Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=uid)
@@ -1011,6 +1014,23 @@ class MemorySearch(Table):
                     if r["kind"] == "message":
                         r["ks"] = float(scores[r["id"]]) if r["id"] in scores else None
             rows.append(_two_statement_rows(got, rest, p["pool"]))
+        return rows
+
+    _table_rows: tuple[float, float] | None = None  # (rows, when read: time.monotonic())
+
+    def _messages_table_rows(self) -> float:
+        """:data:`_TABLE_ROWS`, read again once ``TABLE_ROWS_TTL_S`` have passed; 0 for a role that may
+        not read the statistics (its searches are all planned for their values)."""
+        now = time.monotonic()
+        known = self._table_rows
+        if known is not None and now - known[1] < TABLE_ROWS_TTL_S:
+            return known[0]
+        try:
+            row = run(self.db, _table_rows_op())
+        except AccessDeniedError:
+            row = None
+        rows = float(row[0]) if row is not None and row[0] is not None else 0.0
+        self._table_rows = (rows, now)
         return rows
 
     def _statement_shape(self, uid: str, kinds: tuple[str, ...], shape: str) -> str:
@@ -1110,6 +1130,11 @@ class MemorySearch(Table):
             if len(rows) < size:
                 break
         return done
+
+
+def _table_rows_op() -> Op[Any]:
+    """:data:`_TABLE_ROWS` in one round trip."""
+    return (yield Sql(sql.SQL(_TABLE_ROWS), fetch="one", last=True))
 
 
 #: What each shape's first statement gives the statement after it, from its head row (the exact
