@@ -44,7 +44,7 @@ def outnumbered(mm: MemoryManager, user: str, rows: int) -> None:
     statistics up to date (ANALYZE): ``user``, with ``rows`` written after, then holds less than
     half of the table by those statistics alone, whatever the tests before wrote (they only add
     rows), so its searches of the indexed shape plan what needs the vector for its values
-    (``memory.tables.search._PLAN_FREE`` is for a user holding half)."""
+    (the plan-free statement, ``memory.tables.base.NO_SORT``, is for a user holding half)."""
     other = f"{user}-neighbour"
     mm.write_messages([{"role": "user", "content": f"neighbour line {i}"} for i in range(2 * rows + 1)],
                       user_id=other, thread_id="t")

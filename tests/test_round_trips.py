@@ -174,7 +174,10 @@ def test_a_knowledge_read_of_a_large_store_sends_its_keyword_half_ahead_too(sett
     try:
         mm.write_knowledge_batch([{"content": f"{t} ({i})"} for i, t in enumerate(TURNS * 3)], user_id=user)
         mm.read_knowledge("warm-up", user_id=user)  # seen: 12 passages, above the switch point
-        with RoundTrips(mm.db.pool) as trips:
+        with RoundTrips(mm.db.pool) as sized:  # the first read of a large store reads the table's size
+            mm.read_knowledge("warm-up again", user_id=user)
+        assert sized.count == 3 and sum("pg_stat_get_live_tuples" in line for line in sized.sent()) == 1
+        with RoundTrips(mm.db.pool) as trips:  # which it keeps for a while
             ahead = mm.read_knowledge("Bergen marathon", user_id=user)
         assert trips.count == 2, "\n".join(trips.lines)
         end = next(i for i, line in enumerate(trips.lines) if "\tReadyForQuery\t" in line)

@@ -19,6 +19,7 @@ import pytest
 from psycopg import sql
 
 from memory import HashEmbedder, MemoryManager
+from memory.tables import base
 from memory.tables.knowledge import KnowledgeItem
 
 PASSAGES = ["The Bergen office moved to Bryggen in May.", "Our release train ships every second Tuesday.",
@@ -96,3 +97,42 @@ def test_one_users_small_history_never_changes_how_another_users_read_is_planned
     hits = _found(mm, big)  # the large user, never seen: planned for its values
     assert _plans(mm) == (before[0], before[1] + 1)
     assert hits == _found(mm, big, shape="indexed")
+
+
+def test_a_user_holding_half_the_passages_reads_them_through_the_index_on_the_generic_plan(
+        settings: Any, fresh_schema: str, user: str) -> None:
+    """read_knowledge of a large store in two statements (the keyword half while the query is
+    embedded): for a user holding half of the passages table, the statement after the embedding
+    runs on the generic plan with sorting off. Among many small users the planner, blind to which
+    user a generic plan is for, would sort an unknown user's passages for the nearest ones (for this
+    user, half the table); with sorting off it takes them from the HNSW index, and every other row
+    it reads is a probe by key. The hits are those of the one statement, planned for its values."""
+    mm = MemoryManager.open(settings.with_(schema=fresh_schema, pool_min_size=1, pool_max_size=1,
+                                           similar_exact_max_rows=12), embedder=HashEmbedder())
+    try:
+        for i in range(40):
+            mm.write_knowledge(f"a note of user {i}", user_id=f"{user}-{i}")
+        _write(mm, user, 60)
+        with mm.db.pool.connection() as conn:
+            conn.execute("ANALYZE knowledge_memory")
+        text, _ = base._ahead_query("knowledge_memory", base.USER_ROWS,
+                                    base.select_list(KnowledgeItem, "x").as_string(), "knowledge_terms", 2)
+        plans = {}
+        with mm.db.pool.connection() as conn:
+            for sort in ("on", "off"):
+                conn.execute(sql.SQL("SET LOCAL enable_sort = {}").format(sql.Literal(sort)))
+                plans[sort] = "\n".join(r[0] for r in conn.execute("EXPLAIN (GENERIC_PLAN) " + text).fetchall())
+        index = "Index Scan using knowledge_memory_embedding"
+        assert index not in plans["on"], plans["on"]  # what the planner does for an unknown user
+        assert index in plans["off"] and "Seq Scan on knowledge_memory" not in plans["off"], plans["off"]
+        assert _found(mm, user)  # seen: 60 passages, above the switch point
+        for q in ("when does the release train ship", "who owns billing", "what do disk quota errors mean"):
+            two = [(str(h.item.id), h.score) for h in mm.read_knowledge(q, user_id=user, k=5)]  # keyword half ahead
+            one = [(str(h.item.id), h.score) for h in mm.read_knowledge(q, user_id=user, k=5)]  # vector cached: one
+            assert two and two == one
+        with mm.db.connection() as conn:
+            runs = conn.execute("SELECT ARRAY[generic_plans, custom_plans] FROM pg_prepared_statements"
+                                " WHERE statement = %s", (text,)).fetchall()
+        assert runs == [([3, 0],)]  # never planned for its values
+    finally:
+        mm.close()

@@ -62,7 +62,7 @@ from memory.retrieval.speakers import SpeakerNames
 from memory.retrieval.fusion import MIN_TERMS, fuse
 from memory.retrieval.hits import Hit
 from memory.settings import Settings
-from memory.errors import InvalidInputError
+from memory.errors import AccessDeniedError, InvalidInputError
 from memory.store.validation import check_id, check_positive_int, check_text
 
 T = TypeVar("T")
@@ -295,12 +295,16 @@ class Table:
         if large_known and known_vector is None and _keyword_ahead(where.as_string(), postings):
             # the keyword half runs while the query is embedded; the same hits as the one statement's
             first, first_names = _ahead_query(table, where.as_string(), cols.as_string(), postings, 1)
+            table_rows = yield Call(self._table_rows, (table,))
             yield from self._search_settings_op(uid, plans, snapshot=True)
             (args["qvec"],), (got,) = yield Ahead(
                 (Sql(first, [args[n] for n in first_names], dict, fetch="one", user=uid, raw=True),),
                 Call(self._embed, ([query],)))
             if got["n"] > self.settings.similar_exact_max_rows:
                 args.update(got)
+                if holds_half(got["n"], table_rows):  # plan-free (NO_SORT); this read's plans were its values'
+                    for setting in (GENERIC_PLANS, NO_SORT):
+                        yield Sql(sql.SQL(setting), fetch="none", user=uid)
                 second, second_names = _ahead_query(table, where.as_string(), cols.as_string(), postings, 2)
                 rows = yield Sql(second, [args[n] for n in second_names], dict, user=uid, raw=True, last=True)
             else:  # no longer above the switch point: the switching statement decides
@@ -326,12 +330,40 @@ class Table:
         weights = {"vector": float(vector_weight), "keyword": float(keyword_weight)}
         return [_hit(row_cls, row, weights) for row in rows]  # best first, fused in SQL the same way
 
+    _rows_read: dict[str, tuple[float, float]] | None = None  # table -> (rows, time.monotonic() when read)
+
+    def _table_rows(self, table: str) -> float:
+        """:data:`TABLE_ROWS` of ``table``, read again once ``TABLE_ROWS_TTL_S`` have passed; 0 for a
+        role that may not read the statistics (its reads are then all planned for their values)."""
+        now = time.monotonic()
+        known = (self._rows_read or {}).get(table)
+        if known is not None and now - known[1] < TABLE_ROWS_TTL_S:
+            return known[0]
+        try:
+            row = run(self.db, _table_rows_op(table))
+        except AccessDeniedError:
+            row = None
+        rows = float(row[0]) if row is not None and row[0] is not None else 0.0
+        self._rows_read = {**(self._rows_read or {}), table: (rows, now)}
+        return rows
+
     @functools.cached_property
     def _similar_sizes(self) -> SizeHints:
         """Per statement and user, the rows under the filter last seen (up to the switch point
         + 1): picks how the next read is planned, never what it finds (the statement picks its
         shape by its own count)."""
         return SizeHints()
+
+
+def _table_rows_op(table: str) -> Op[Any]:
+    """:data:`TABLE_ROWS` of ``table`` in one round trip."""
+    return (yield Sql(sql.SQL(TABLE_ROWS), dict(tbl=table), fetch="one", last=True))
+
+
+def holds_half(count: int, table_rows: float) -> bool:
+    """Whether a user with ``count`` rows holds at least half of a table of ``table_rows``
+    (:data:`TABLE_ROWS`; 0: unknown, and so not)."""
+    return table_rows > 0 and 2 * count >= table_rows
 
 
 def plans_for(known: int | None, switch: int) -> str:
@@ -343,6 +375,28 @@ def plans_for(known: int | None, switch: int) -> str:
 
 #: Plans made for the values of each run, for the rest of this transaction.
 CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
+
+#: A table's rows as the server knows them without counting: the planner's estimate or the live
+#: rows its statistics count, whichever is more (0 while neither knows of any, and on a Citus
+#: coordinator, whose table holds none itself). A statement of its own, on no user's shard; read
+#: at most every ``TABLE_ROWS_TTL_S`` seconds per table object (:meth:`Table._table_rows`).
+TABLE_ROWS = ("SELECT greatest(c.reltuples, pg_stat_get_live_tuples(c.oid)) FROM pg_class c"
+              " WHERE c.oid = to_regclass(%(tbl)s)")
+TABLE_ROWS_TTL_S = 30.0
+
+#: Plan-free: the statement after the embedding, for a user holding at least half of its table
+#: (:func:`holds_half`), read without a narrower filter. Its nearest rows can only be the HNSW
+#: index's (a sort of the user's rows would read half the table) and its other reads are probes
+#: by key, so it runs on the generic plan, with sorting off (``NO_SORT``) so that plan is the
+#: index's whatever the other users' rows make the planner expect of an unknown user. No
+#: planning per read: at 100k rows of one user, planning it for its values was 0.43 ms of 1.1
+#: on the server (``search_memory``) and 0.40 of 1.1 (``read_knowledge``). A table grown since
+#: :data:`TABLE_ROWS` was read makes the user's share look larger than it is; that costs the
+#: index a longer walk, never rows (the iterative scan reads on in exact order). Any other user
+#: keeps the plan for its values: where its rows are a small share of the table, the index
+#: would walk far to find them.
+NO_SORT = "SET LOCAL enable_sort = off"
+GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 #: The generic plan for this transaction, unless the session set ``plan_cache_mode`` itself.
 GENERIC_UNLESS_CHOSEN = ("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
@@ -520,8 +574,10 @@ _INDEXED_SELECT = (_SIMILAR_SELECT.replace("{cand}", "i_cand").replace("{idf}", 
 # does and returns the user's count, the words' tsqueries and IDFs in word order, the
 # denominator, and the rows ranked within ``pool`` by keyword signal alone, ties included
 # (``kw`` breaks them by distance, which only the second statement knows). The second
-# takes them as they are: ``kw`` and the fused select are those of the one statement, over
-# the same numbers. Both run in one repeatable-read transaction.
+# takes them as they are: ``kw`` and the fused select compute what the one statement's do,
+# over the same numbers, each row read by its key (a probe per candidate, kept apart by
+# ``OFFSET 0``), so its generic plan reads no more than a plan for its values (see
+# :data:`NO_SORT`). Both run in one repeatable-read transaction.
 _KEYWORD_AHEAD_FIRST = (
     "WITH " + TERMS_CTE + ","
     " lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq, term FROM terms WHERE %(hybrid)s),"
@@ -539,12 +595,18 @@ _KEYWORD_AHEAD_SECOND = (
     "WITH idf AS (SELECT t.ord, t.tq::tsquery AS tq, t.idf"
     "   FROM unnest(%(tqs)s::text[], %(idfs)s::float8[]) WITH ORDINALITY AS t(tq, idf, ord)),"
     " den AS (SELECT %(den)s::float8 AS den), size AS (SELECT %(n)s::numeric AS n),"
-    " kw AS (SELECT x.{key} AS key FROM unnest(%(keys)s::uuid[], %(kss)s::float8[]) AS k(key, ks)"
-    "   JOIN {tbl} x ON x.{key} = k.key AND ({where})"
-    "   ORDER BY k.ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.{key} LIMIT %(pool)s),"
+    " kw AS (SELECT x.key FROM unnest(%(keys)s::uuid[], %(kss)s::float8[]) AS k(key, ks)"
+    "   CROSS JOIN LATERAL (SELECT x.{key} AS key, x.embedding FROM {tbl} x WHERE x.{key} = k.key AND ({where})"
+    "   OFFSET 0) x"
+    "   ORDER BY k.ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.key LIMIT %(pool)s),"
     + _VEC_CTE + ","
     " i_cand AS (SELECT key FROM vec UNION SELECT key FROM kw)"
-    " SELECT * FROM (" + _INDEXED_SELECT + ") u"
+    " SELECT * FROM ("
+    " SELECT {cols}, x.embedding <=> %(qvec)s AS hit_distance,"
+    "   (SELECT sum(w.idf) FROM idf w WHERE x.search_tsv @@ w.tq) / (SELECT den FROM den) AS hit_keyword,"
+    "   x.{key} AS hit_key, (SELECT n FROM size) AS hit_size"
+    " FROM i_cand c CROSS JOIN LATERAL (SELECT x.* FROM {tbl} x WHERE x.{key} = c.key AND ({where}) OFFSET 0) x"
+    " WHERE (SELECT n FROM size) > %(switch)s) u"
 )
 
 

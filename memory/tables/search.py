@@ -60,7 +60,6 @@ skipped from its first refusal on, and the keyword half still finds those rows.
 from __future__ import annotations
 
 import functools
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
@@ -75,7 +74,7 @@ from memory.retrieval.bm25 import prose_terms
 from memory.retrieval.feedback import feedback_sets
 from memory.retrieval.hits import Hit
 from memory.store.ops import COMMIT, Ahead, Call, Op, Sql, numbered, run
-from memory.tables.base import CUSTOM_PLANS, TERMS_CTE, SizeHints, Table, plans_for
+from memory.tables.base import CUSTOM_PLANS, NO_SORT, TERMS_CTE, SizeHints, Table, holds_half, plans_for
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
 from memory.retrieval.speakers import speakers_in
@@ -479,26 +478,6 @@ FROM (SELECT v.key, v.d FROM (
       ORDER BY v.d, v.key LIMIT %(pool)s) v
 CROSS JOIN LATERAL (""" + _M_ROW_PREV + """v.key OFFSET 0) m"""
 
-#: The messages table's rows as the server knows them without counting: the planner's estimate
-#: or the live rows its statistics count, whichever is more (0 while neither knows of any, and on
-#: a Citus coordinator, whose table holds none itself). A statement of its own, on no user's
-#: shard; read at most every ``TABLE_ROWS_TTL_S`` seconds per manager (see :data:`_PLAN_FREE`).
-_TABLE_ROWS = ("SELECT greatest(c.reltuples, pg_stat_get_live_tuples(c.oid)) FROM pg_class c"
-               " WHERE c.oid = 'conversational_memory'::regclass")
-TABLE_ROWS_TTL_S = 30.0
-
-#: The second statement of the indexed shape (``large-rest``) unplanned, for a user who holds at
-#: least half of the messages (their kept count against :data:`_TABLE_ROWS`; a table grown since
-#: it was read makes the share look larger than it is, which costs the index a longer walk, not
-#: rows: the iterative scan reads on in exact order), searched without a thread or time
-#: filter and with no summaries or facts: the nearest rows can only be the HNSW index's (a sort
-#: of the user's rows would read half the table), so the statement runs on the generic plan the
-#: keyword half's transaction already asked for, with sorting disabled so that plan is the
-#: index's whatever the other users' rows make the planner expect of an unknown user. Planning
-#: it for its values was 0.43 ms of its 1.1 ms on the server at 100k messages of one user. Any
-#: other user, filter or kind keeps the plan for its values: where the user's rows are a small
-#: share of the table, or a filter keeps few of them, the index would walk far to find them.
-_PLAN_FREE = "SET LOCAL enable_sort = off"
 
 # The indexed shape in two statements likewise, for a user last seen above the switch
 # point. The first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and
@@ -984,7 +963,8 @@ class MemorySearch(Table):
         # planning it per search (~1 ms at 100k messages); what needs the vector is planned for
         # its values (the nearest rows through HNSW or, for a user of a few thousand rows among
         # millions, by a sort of that user's rows).
-        table_rows = (yield Call(self._messages_table_rows)) if large and not params[0]["filtered"] else 0.0
+        table_rows = (yield Call(self._table_rows, ("conversational_memory",))) if large and not params[0]["filtered"] \
+            else 0.0
         yield from self._search_settings_op(uid, "generic" if large else planning, snapshot=True)
         vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict, user=uid, raw=True)
                                             for p in params), embed)
@@ -1000,8 +980,10 @@ class MemorySearch(Table):
             yield COMMIT
             return [[{"kind": "pending"}] for _ in params]
         rest_kinds = [tuple(k for k in kinds if k == "messages" or head["has_" + k]) for head in heads]
-        if large and table_rows > 0 and 2 * heads[0]["n"] >= table_rows and all(k == ("messages",) for k in rest_kinds):
-            yield Sql(sql.SQL(_PLAN_FREE), fetch="none", user=uid)  # on the generic plan asked for above
+        if large and holds_half(heads[0]["n"], table_rows) and all(k == ("messages",) for k in rest_kinds):
+            # plan-free (base.NO_SORT), on the generic plan asked for above; with summaries' or facts'
+            # halves (whose share of their tables is not known here) it is planned for its values
+            yield Sql(sql.SQL(NO_SORT), fetch="none", user=uid)
         elif large:
             yield Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=uid)
         rows = []
@@ -1014,23 +996,6 @@ class MemorySearch(Table):
                     if r["kind"] == "message":
                         r["ks"] = float(scores[r["id"]]) if r["id"] in scores else None
             rows.append(_two_statement_rows(got, rest, p["pool"]))
-        return rows
-
-    _table_rows: tuple[float, float] | None = None  # (rows, when read: time.monotonic())
-
-    def _messages_table_rows(self) -> float:
-        """:data:`_TABLE_ROWS`, read again once ``TABLE_ROWS_TTL_S`` have passed; 0 for a role that may
-        not read the statistics (its searches are all planned for their values)."""
-        now = time.monotonic()
-        known = self._table_rows
-        if known is not None and now - known[1] < TABLE_ROWS_TTL_S:
-            return known[0]
-        try:
-            row = run(self.db, _table_rows_op())
-        except AccessDeniedError:
-            row = None
-        rows = float(row[0]) if row is not None and row[0] is not None else 0.0
-        self._table_rows = (rows, now)
         return rows
 
     def _statement_shape(self, uid: str, kinds: tuple[str, ...], shape: str) -> str:
@@ -1130,11 +1095,6 @@ class MemorySearch(Table):
             if len(rows) < size:
                 break
         return done
-
-
-def _table_rows_op() -> Op[Any]:
-    """:data:`_TABLE_ROWS` in one round trip."""
-    return (yield Sql(sql.SQL(_TABLE_ROWS), fetch="one", last=True))
 
 
 #: What each shape's first statement gives the statement after it, from its head row (the exact
