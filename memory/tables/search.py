@@ -478,7 +478,6 @@ FROM (SELECT v.key, v.d FROM (
       ORDER BY v.d, v.key LIMIT %(pool)s) v
 CROSS JOIN LATERAL (""" + _M_ROW_PREV + """v.key OFFSET 0) m"""
 
-
 # The indexed shape in two statements likewise, for a user last seen above the switch
 # point. The first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and
 # scores the rows they bring as above, and returns a head row (the user's message count, the
