@@ -198,17 +198,23 @@ def test_a_user_holding_half_the_messages_has_the_nearest_rows_from_the_index_on
     """The statement after the embedding, for a user holding half of the messages table, runs on
     the generic plan with sorting off. Among many small users the planner, blind to which user a
     generic plan is for, would find an unknown user's nearest rows by sorting that user's rows
-    (for this user, half the table); with sorting off it takes them from the HNSW index. The hits
-    are those of the one statement, planned for its values."""
+    (for this user, half the table); with sorting off it takes them from the HNSW index, and every
+    other row it reads is a probe by key. The hits are those of the one statement, planned for its
+    values."""
+    # ef_search 1,000 (more than the table's rows): the index's nearest rows are the exact ones, so the
+    # hits do not depend on whether a plan reads them from the index or sorts the user's rows
     mm = MemoryManager.open(settings.with_(schema=fresh_schema, search_exact_max_rows=12, search_term_candidates=4,
-                                           search_sample_rows=20, pool_min_size=1, pool_max_size=1),
+                                           search_sample_rows=20, pool_min_size=1, pool_max_size=1,
+                                           hnsw_ef_search=1000),
                             embedder=HashEmbedder())
     try:
-        for i in range(40):
-            mm.write_messages([{"role": "user", "content": f"a line of user {i}"}], user_id=f"{user}-{i}", thread_id="t")
-        write(mm, user, 60)
+        for i in range(100):
+            mm.write_messages([{"role": "user", "content": f"a line of user {i}, number {j}"} for j in range(3)],
+                              user_id=f"{user}-{i}", thread_id="t")
+        write(mm, user, 400)
         with mm.db.pool.connection() as conn:
             conn.execute("ANALYZE conversational_memory")
+            conn.execute("ANALYZE conversational_context")
         text, _ = search_mod._search_query(("messages",), "large-rest")
         plans = {}
         with mm.db.pool.connection() as conn:
@@ -218,6 +224,13 @@ def test_a_user_holding_half_the_messages_has_the_nearest_rows_from_the_index_on
         index = "Index Scan using conversational_memory_embedding"
         assert index not in plans["on"], plans["on"]  # what the planner does for an unknown user
         assert index in plans["off"], plans["off"]
+        # and every other read of a row is a probe by its key: nothing reads the user's rows
+        scans = [line.split(" on ")[0].strip(" ->") for line in plans["off"].splitlines() if "Scan" in line
+                 and (" conversational_memory " in line or " conversational_context " in line)]
+        assert scans and set(scans) <= {"Index Scan using conversational_memory_embedding",
+                                        "Index Scan using conversational_memory_pkey",
+                                        "Index Scan using conversational_context_pkey"}, plans["off"]
+        assert "Join Filter" not in plans["off"] and "Hash" not in plans["off"], plans["off"]
         for q in QUERIES:
             two = mm.search_memory(q, user_id=user)  # the keyword half ahead, then the plan-free rest
             one = mm.search_memory(q, user_id=user)  # the query's vector cached: one statement

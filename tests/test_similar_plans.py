@@ -107,12 +107,16 @@ def test_a_user_holding_half_the_passages_reads_them_through_the_index_on_the_ge
     user a generic plan is for, would sort an unknown user's passages for the nearest ones (for this
     user, half the table); with sorting off it takes them from the HNSW index, and every other row
     it reads is a probe by key. The hits are those of the one statement, planned for its values."""
+    # ef_search 1,000 (more than the table's rows): the index's nearest rows are the exact ones (see
+    # test_search_size_hint)
     mm = MemoryManager.open(settings.with_(schema=fresh_schema, pool_min_size=1, pool_max_size=1,
-                                           similar_exact_max_rows=12), embedder=HashEmbedder())
+                                           similar_exact_max_rows=12, hnsw_ef_search=1000),
+                            embedder=HashEmbedder())
     try:
-        for i in range(40):
-            mm.write_knowledge(f"a note of user {i}", user_id=f"{user}-{i}")
-        _write(mm, user, 60)
+        for i in range(100):
+            mm.write_knowledge_batch([{"content": f"a note of user {i}, number {j}"} for j in range(3)],
+                                     user_id=f"{user}-{i}")
+        _write(mm, user, 400)
         with mm.db.pool.connection() as conn:
             conn.execute("ANALYZE knowledge_memory")
         text, _ = base._ahead_query("knowledge_memory", base.USER_ROWS,
@@ -124,7 +128,11 @@ def test_a_user_holding_half_the_passages_reads_them_through_the_index_on_the_ge
                 plans[sort] = "\n".join(r[0] for r in conn.execute("EXPLAIN (GENERIC_PLAN) " + text).fetchall())
         index = "Index Scan using knowledge_memory_embedding"
         assert index not in plans["on"], plans["on"]  # what the planner does for an unknown user
-        assert index in plans["off"] and "Seq Scan on knowledge_memory" not in plans["off"], plans["off"]
+        assert index in plans["off"], plans["off"]
+        scans = [line.split(" on ")[0].strip(" ->") for line in plans["off"].splitlines()
+                 if "Scan" in line and " knowledge_memory " in line]
+        assert scans and set(scans) <= {index, "Index Scan using knowledge_memory_pkey"}, plans["off"]
+        assert "Join Filter" not in plans["off"] and "Hash Join" not in plans["off"], plans["off"]
         assert _found(mm, user)  # seen: 60 passages, above the switch point
         for q in ("when does the release train ship", "who owns billing", "what do disk quota errors mean"):
             two = [(str(h.item.id), h.score) for h in mm.read_knowledge(q, user_id=user, k=5)]  # keyword half ahead

@@ -531,18 +531,30 @@ mi_idf AS MATERIALIZED (
     FROM unnest(%(tqs)s::text[], %(tqas)s::text[], %(idfs)s::float8[]) WITH ORDINALITY AS t(tq, tq_a, idf, ord)
 ),
 mi_den AS (SELECT %(den)s::float8 AS den)""" + _MSG_IDX_VEC
-#: The nearest rows with every column and their keyword score (NULL without any of the words).
+#: The nearest rows with every column and their keyword score (NULL without any of the words),
+#: each row and its window read by key (a probe per row, kept apart by ``OFFSET 0``): so that on
+#: the generic plan (:data:`memory.tables.base.NO_SORT`) no estimate of an unknown user's rows
+#: can turn it into a read of the user's rows (joined, the planner read every row of a user of
+#: 3,000 beside 400 small ones and ran the index scan again for each of them).
 _MSG_NEAR_SELECT = """
 SELECT """ + _M_HIT_HEAD + """
        coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, """ + _MI_SCORE + """ AS ks,
        c.prev_id, """ + _M_HIT_TAIL + """
-FROM mi_vec JOIN conversational_memory m ON m.user_id = %(uid)s AND m.id = mi_vec.key
-    LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id"""
+FROM mi_vec CROSS JOIN LATERAL (SELECT m.* FROM conversational_memory m
+                                WHERE m.user_id = %(uid)s AND m.id = mi_vec.key OFFSET 0) m
+    LEFT JOIN LATERAL (SELECT c.prev_id, c.context_tsv FROM conversational_context c
+                       WHERE c.user_id = %(uid)s AND c.message_id = m.id OFFSET 0) c ON true"""
 #: The distance of each of the first statement's rows (``keys``; kind ``distance``, in ``vs``).
 _MSG_DISTANCES = """
 SELECT 'distance', m.id::text, """ + _MARK_COLS + """coalesce(1 - (m.embedding <=> %(qvec)s), 0),
        NULL::float8""" + _MARK_TAIL + """
 FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (%(keys)s::bigint[])"""
+#: The same, each row read by key (a probe per row): the indexed shape's, whose statement may run
+#: on the generic plan (see ``_MSG_NEAR_SELECT``).
+_MSG_DISTANCES_BY_KEY = _MSG_DISTANCES.replace(
+    "FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (%(keys)s::bigint[])",
+    "FROM unnest(%(keys)s::bigint[]) AS k(key) CROSS JOIN LATERAL (SELECT m.id, m.embedding\n"
+    "    FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = k.key OFFSET 0) m")
 
 # Every kind's rows come out with the same columns; a message brings the ids of the
 # turns before and after it in its thread, a summary the range of the messages it
@@ -724,7 +736,7 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
         selects.append(_MSG_EXACT_NEAR + _UNION + _MSG_DISTANCES)
     elif "messages" in kinds and shape == "large-rest":
         ctes.append(_MSG_IDX_REST)
-        selects.append(_MSG_NEAR_SELECT + _UNION + _MSG_DISTANCES)
+        selects.append(_MSG_NEAR_SELECT + _UNION + _MSG_DISTANCES_BY_KEY)
     elif "messages" in kinds:
         if shape in ("exact", "auto", "small"):
             ctes.append(_MSG_EXACT)
