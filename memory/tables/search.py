@@ -534,8 +534,8 @@ mi_den AS (SELECT %(den)s::float8 AS den)""" + _MSG_IDX_VEC
 #: The nearest rows with every column and their keyword score (NULL without any of the words),
 #: each row and its window read by key (a probe per row, kept apart by ``OFFSET 0``): so that on
 #: the generic plan (:data:`memory.tables.base.NO_SORT`) no estimate of an unknown user's rows
-#: can turn it into a read of the user's rows (joined, the planner read every row of a user of
-#: 3,000 beside 400 small ones and ran the index scan again for each of them).
+#: can turn it into a read of the user's rows (joined, the generic plan read every row of a user
+#: of 3,000 beside 400 small ones and compared each with the nearest).
 _MSG_NEAR_SELECT = """
 SELECT """ + _M_HIT_HEAD + """
        coalesce(1 - (m.embedding <=> %(qvec)s), 0) AS vs, """ + _MI_SCORE + """ AS ks,
