@@ -48,13 +48,12 @@ def outnumbered(mm: MemoryManager, user: str, rows: int) -> None:
     other = f"{user}-neighbour"
     mm.write_messages([{"role": "user", "content": f"neighbour line {i}"} for i in range(2 * rows + 1)],
                       user_id=other, thread_id="t")
-    with mm.db.pool.connection() as conn:
-        conn.execute("ANALYZE conversational_memory")
+    analyze_messages(mm)
 
 
-def dominant(mm: MemoryManager) -> None:
-    """Bring the messages table's statistics up to date (ANALYZE): on a fresh schema whose only
-    user is searched, that user holds every row, and the table's count is known at once rather
-    than when the server's statistics next catch up."""
+def analyze_messages(mm: MemoryManager) -> None:
+    """Bring the messages table's statistics up to date (ANALYZE), so the table's size a search
+    reads is known at once rather than when the server's statistics next catch up (on a fresh
+    schema whose only large user is searched: that user holds half the table)."""
     with mm.db.pool.connection() as conn:
         conn.execute("ANALYZE conversational_memory")

@@ -25,7 +25,7 @@ from memory import AgentMemError, HashEmbedder, MemoryManager, QueryTimeoutError
 from memory.aio import AsyncMemoryManager, arun
 from memory.store.ops import COMMIT, Op, Sql, run
 
-from fix_search_shapes import dominant, outnumbered
+from fix_search_shapes import analyze_messages, outnumbered
 
 TURNS = ["I ran the Bergen marathon in October", "It rained the whole way along the harbour",
          "My pace was five minutes per kilometre", "Next year I want to run Oslo"]
@@ -347,7 +347,7 @@ def test_a_search_of_a_large_history_is_two_round_trips_its_plan_settings_in_the
         mm.write_messages([dict(role="user", content=f"{t} ({i})") for i, t in enumerate(TURNS * 3)],
                           user_id=user, thread_id="t")
         if holds_half:
-            dominant(mm)
+            analyze_messages(mm)
         with RoundTrips(mm.db.pool) as warm:  # seen: 12 messages, above the switch point
             mm.search_memory("warm-up", user_id=user)
         with RoundTrips(mm.db.pool) as trips:

@@ -330,13 +330,16 @@ class Table:
         weights = {"vector": float(vector_weight), "keyword": float(keyword_weight)}
         return [_hit(row_cls, row, weights) for row in rows]  # best first, fused in SQL the same way
 
-    _rows_read: dict[str, tuple[float, float]] | None = None  # table -> (rows, time.monotonic() when read)
+    @functools.cached_property
+    def _rows_read(self) -> dict[str, tuple[float, float]]:
+        """Per table, :data:`TABLE_ROWS` and when it was read (``time.monotonic()``)."""
+        return {}
 
     def _table_rows(self, table: str) -> float:
         """:data:`TABLE_ROWS` of ``table``, read again once ``TABLE_ROWS_TTL_S`` have passed; 0 for a
         role that may not read the statistics (its reads are then all planned for their values)."""
         now = time.monotonic()
-        known = (self._rows_read or {}).get(table)
+        known = self._rows_read.get(table)
         if known is not None and now - known[1] < TABLE_ROWS_TTL_S:
             return known[0]
         try:
@@ -344,7 +347,7 @@ class Table:
         except AccessDeniedError:
             row = None
         rows = float(row[0]) if row is not None and row[0] is not None else 0.0
-        self._rows_read = {**(self._rows_read or {}), table: (rows, now)}
+        self._rows_read[table] = (rows, now)
         return rows
 
     @functools.cached_property
