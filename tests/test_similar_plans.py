@@ -99,14 +99,31 @@ def test_one_users_small_history_never_changes_how_another_users_read_is_planned
     assert hits == _found(mm, big, shape="indexed")
 
 
-def test_a_user_holding_half_the_passages_reads_them_through_the_index_on_the_generic_plan(
+def _generic_plan(mm: MemoryManager, text: str, sort: str = "off") -> str:
+    with mm.db.pool.connection() as conn:
+        conn.execute(sql.SQL("SET LOCAL enable_sort = {}").format(sql.Literal(sort)))
+        return "\n".join(r[0] for r in conn.execute("EXPLAIN (GENERIC_PLAN) " + text).fetchall())
+
+
+def _scans(plan: str, table: str) -> set[str]:
+    """How a plan reads ``table``: each scan node on it (bitmap index scans by their index)."""
+    return {line.split("  (")[0].split(" on ")[0].strip(" ->") + (" " + line.split(" on ")[1].split()[0]
+                                                                   if "Bitmap Index Scan" in line else "")
+            for line in plan.splitlines()
+            if "Scan" in line and (f" {table} " in line or f"Bitmap Index Scan on {table}_" in line)}
+
+
+def test_a_user_holding_half_the_passages_reads_them_through_the_indexes_on_generic_plans(
         settings: Any, fresh_schema: str, user: str) -> None:
     """read_knowledge of a large store in two statements (the keyword half while the query is
-    embedded): for a user holding half of the passages table, the statement after the embedding
-    runs on the generic plan with sorting off. Among many small users the planner, blind to which
-    user a generic plan is for, would sort an unknown user's passages for the nearest ones (for this
-    user, half the table); with sorting off it takes them from the HNSW index, and every other row
-    it reads is a probe by key. The hits are those of the one statement, planned for its values."""
+    embedded), for a user holding half of the passages table: both run on the generic plan with
+    sorting off, and neither is planned for its values. Among many small users the planner, blind
+    to which user a generic plan is for, would sort an unknown user's passages for the nearest ones
+    (for this user, half the table), and would find the passages with every common word of the
+    query by intersecting the words' gin matches with all of the user's rows. The statement after
+    the embedding, with sorting off, takes the nearest from the HNSW index and reads every other
+    row by key; the keyword statement reads the gin index alone and filters its matches by user
+    after. The hits are those of the one statement, planned for its values."""
     # ef_search 1,000 (more than the table's rows): the index's nearest rows are the exact ones (see
     # test_search_size_hint)
     mm = MemoryManager.open(settings.with_(schema=fresh_schema, pool_min_size=1, pool_max_size=1,
@@ -119,28 +136,29 @@ def test_a_user_holding_half_the_passages_reads_them_through_the_index_on_the_ge
         _write(mm, user, 400)
         with mm.db.pool.connection() as conn:
             conn.execute("ANALYZE knowledge_memory")
-        text, _ = base._ahead_query("knowledge_memory", base.USER_ROWS,
-                                    base.select_list(KnowledgeItem, "x").as_string(), "knowledge_terms", 2)
-        plans = {}
-        with mm.db.pool.connection() as conn:
-            for sort in ("on", "off"):
-                conn.execute(sql.SQL("SET LOCAL enable_sort = {}").format(sql.Literal(sort)))
-                plans[sort] = "\n".join(r[0] for r in conn.execute("EXPLAIN (GENERIC_PLAN) " + text).fetchall())
+        cols = base.select_list(KnowledgeItem, "x").as_string()
+        first, _ = base._ahead_query("knowledge_memory", base.USER_ROWS, cols, "knowledge_terms", 1, True)
+        unpinned, _ = base._ahead_query("knowledge_memory", base.USER_ROWS, cols, "knowledge_terms", 1)
+        second, _ = base._ahead_query("knowledge_memory", base.USER_ROWS, cols, "knowledge_terms", 2)
+        pkey, gin = "Index Scan using knowledge_memory_pkey", "Bitmap Index Scan knowledge_memory_tsv"
+        # the keyword statement: what the planner does for an unknown user, then pinned to the gin index
+        assert "Bitmap Index Scan knowledge_memory_pkey" in _scans(_generic_plan(mm, unpinned), "knowledge_memory")
+        assert _scans(_generic_plan(mm, first), "knowledge_memory") == {
+            "Bitmap Heap Scan", gin, pkey, "Index Only Scan using knowledge_memory_pkey"}  # the last: the sample's bound
+        # the statement after the embedding
         index = "Index Scan using knowledge_memory_embedding"
-        assert index not in plans["on"], plans["on"]  # what the planner does for an unknown user
-        assert index in plans["off"], plans["off"]
-        scans = [line.split(" on ")[0].strip(" ->") for line in plans["off"].splitlines()
-                 if "Scan" in line and " knowledge_memory " in line]
-        assert scans and set(scans) <= {index, "Index Scan using knowledge_memory_pkey"}, plans["off"]
-        assert "Join Filter" not in plans["off"] and "Hash Join" not in plans["off"], plans["off"]
-        assert _found(mm, user)  # seen: 60 passages, above the switch point
+        assert index not in _scans(_generic_plan(mm, second, sort="on"), "knowledge_memory")
+        plan = _generic_plan(mm, second)
+        assert _scans(plan, "knowledge_memory") == {index, pkey}, plan
+        assert "Join Filter" not in plan and "Hash Join" not in plan, plan
+        assert _found(mm, user)  # seen: 400 passages, above the switch point and half the table
         for q in ("when does the release train ship", "who owns billing", "what do disk quota errors mean"):
             two = [(str(h.item.id), h.score) for h in mm.read_knowledge(q, user_id=user, k=5)]  # keyword half ahead
             one = [(str(h.item.id), h.score) for h in mm.read_knowledge(q, user_id=user, k=5)]  # vector cached: one
             assert two and two == one
         with mm.db.connection() as conn:
-            runs = conn.execute("SELECT ARRAY[generic_plans, custom_plans] FROM pg_prepared_statements"
-                                " WHERE statement = %s", (text,)).fetchall()
-        assert runs == [([3, 0],)]  # never planned for its values
+            runs = [conn.execute("SELECT ARRAY[generic_plans, custom_plans] FROM pg_prepared_statements"
+                                 " WHERE statement = %s", (text,)).fetchall() for text in (first, second)]
+        assert runs == [[([3, 0],)], [([3, 0],)]]  # never planned for their values
     finally:
         mm.close()
