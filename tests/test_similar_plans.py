@@ -106,11 +106,15 @@ def _generic_plan(mm: MemoryManager, text: str, sort: str = "off") -> str:
 
 
 def _scans(plan: str, table: str) -> set[str]:
-    """How a plan reads ``table``: each scan node on it (bitmap index scans by their index)."""
-    return {line.split("  (")[0].split(" on ")[0].strip(" ->") + (" " + line.split(" on ")[1].split()[0]
-                                                                   if "Bitmap Index Scan" in line else "")
-            for line in plan.splitlines()
-            if "Scan" in line and (f" {table} " in line or f"Bitmap Index Scan on {table}_" in line)}
+    """How a plan reads ``table``: each scan node on it by name, a bitmap index scan's with its index."""
+    found = set()
+    for line in plan.splitlines():
+        node = line.split("  (")[0].strip(" ->")  # e.g. "Index Scan using t_pkey on t x"
+        if node.startswith(f"Bitmap Index Scan on {table}_"):
+            found.add("Bitmap Index Scan " + node.split(" on ")[1])
+        elif "Scan" in node and (node.endswith(f" on {table}") or f" on {table} " in node):
+            found.add(node.split(" on ")[0])
+    return found
 
 
 def test_a_user_holding_half_the_passages_reads_them_through_the_indexes_on_generic_plans(

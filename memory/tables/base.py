@@ -549,12 +549,13 @@ _KEYWORD_REST = (
 )
 #: ``_KEYWORD_REST`` for a generic plan of a user holding half the table (:data:`NO_SORT`), where
 #: the planner cannot tell a large user from a small one. ``all_common`` reads the gin index
-#: alone and the user's filter is applied after it (``OFFSET 0``): beside many small users, a
-#: generic plan of the filtered read took the user's rows and tested each against the words,
-#: which for a large user is a read of all of them. The same rows come back: both plans read the
-#: index's matches in table order, the filter's only where the user holds the rows. ``brought``
-#: and ``all_common`` are computed once (``MATERIALIZED``): inlined into the generic plan, they
-#: ran again for each word (2.6 ms instead of 1.6 at 100k passages of one user).
+#: alone and applies the user's filter (``USER_ROWS``, the only filter of the read in two
+#: statements) after it (``OFFSET 0``): beside many small users, the generic plan of the filtered
+#: read intersected the index's matches with a bitmap of the user's primary-key entries, for a
+#: large user all of them. Both read the index's matches in table order and keep the user's, so
+#: the same rows come back. ``brought`` and ``all_common`` are computed once (``MATERIALIZED``):
+#: inlined into the generic plan, they ran again for each word (2.6 ms instead of 1.6 at 100k
+#: passages of one user).
 _PINNED_KEYWORD_REST = (_KEYWORD_REST
                         .replace(" all_common AS (SELECT x.{key} AS key FROM {tbl} x WHERE",
                                  " all_common AS MATERIALIZED (SELECT a.key FROM (SELECT x.{key} AS key, x.user_id"
