@@ -146,3 +146,33 @@ def test_settings_the_workers_need_are_sent_as_set_local(stand_in, settings):
     assert any(s.startswith("SET LOCAL agentmem.user_id = ") for s in sent)
     assert any(s.startswith("SET LOCAL hnsw.ef_search = ") for s in sent)
     assert not [s for s in sent if "set_config" in s], sent
+
+
+def test_a_user_holding_a_partitioned_table_is_still_read_in_its_partition(stand_in, settings, pg_uri):
+    """The plan-free reads (``memory.tables.base.NO_SORT``) are for a plain table: a generic plan
+    prunes partitions only as it runs, and the keyword statement pinned to the gin index reads
+    every user's matches. A partitioned table's size reads as unknown, so a user holding nearly
+    all of its passages, with its statistics up to date, is still read planned for its values,
+    in its own partition (on Citus, its shard)."""
+    schema, _ = stand_in
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        me, other = _two_users(conn, schema)
+        mine = remainder_of(conn, schema, "knowledge_memory", me)
+    small = settings.with_(schema=schema, similar_exact_max_rows=12)
+    with recording_manager(small, schema) as (mm, recorder):
+        mm.write_knowledge_batch([{"content": f"The Bergen office moved to Bryggen in May ({i})."}
+                                  for i in range(40)], user_id=me)
+        mm.write_knowledge("A neighbour's note about Bergen.", user_id=other)
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("ANALYZE {}").format(psycopg.sql.Identifier(schema, "knowledge_memory")))
+            assert conn.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass",
+                                (f"{schema}.knowledge_memory",)).fetchone()[0] == 41  # the parent's estimate
+        assert mm.knowledge._table_rows("knowledge_memory") == 0
+        mm.read_knowledge("where did the Bergen office move", user_id=me)  # seen: above the switch point
+        recorder.plans.clear()
+        hits = mm.read_knowledge("when did the office move to Bryggen", user_id=me)  # the keyword half ahead
+    assert hits
+    reads = [p for p in recorder.plans if any(x.startswith("knowledge_memory_p") for x in p.partitions)]
+    assert reads and all(p.partitions <= {f"knowledge_memory_p{mine}", f"knowledge_stats_p{mine}",
+                                          f"knowledge_terms_p{mine}"} for p in reads), \
+        [(p.statement[:120], sorted(p.partitions)) for p in reads]

@@ -392,10 +392,13 @@ CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 #: A table's rows as the server knows them without counting: the planner's estimate or the live
 #: rows its statistics count, whichever is more (0 while neither knows of any, and on a Citus
-#: coordinator, whose table holds none itself). A statement of its own, on no user's shard; read
-#: at most every ``TABLE_ROWS_TTL_S`` seconds per table object (:meth:`Table._table_rows`).
+#: coordinator, whose table holds none itself). None for a partitioned table (read as 0): its
+#: statements are planned for their values, so that each is pruned to the user's partition as
+#: it is planned (the plan-free ones are for a plain table; the keyword statement pinned to the
+#: gin index reads every user's matches). A statement of its own, on no user's shard; read at
+#: most every ``TABLE_ROWS_TTL_S`` seconds per table object (:meth:`Table._table_rows`).
 TABLE_ROWS = ("SELECT greatest(c.reltuples, pg_stat_get_live_tuples(c.oid)) FROM pg_class c"
-              " WHERE c.oid = to_regclass(%(tbl)s)")
+              " WHERE c.oid = to_regclass(%(tbl)s) AND c.relkind = 'r'")
 TABLE_ROWS_TTL_S = 30.0
 
 #: Plan-free: the statement after the embedding, for a user holding at least half of its table
@@ -555,7 +558,9 @@ _KEYWORD_REST = (
 #: large user all of them. Both read the index's matches in table order and keep the user's, so
 #: the same rows come back. ``brought`` and ``all_common`` are computed once (``MATERIALIZED``):
 #: inlined into the generic plan, they ran again for each word (2.6 ms instead of 1.6 at 100k
-#: passages of one user).
+#: passages of one user). Only for a plain table (:data:`TABLE_ROWS`): on a Citus coordinator or
+#: a partitioned table no user holds half, so this form, which reads other users' matches, is
+#: never sent there.
 _PINNED_KEYWORD_REST = (_KEYWORD_REST
                         .replace(" all_common AS (SELECT x.{key} AS key FROM {tbl} x WHERE",
                                  " all_common AS MATERIALIZED (SELECT a.key FROM (SELECT x.{key} AS key, x.user_id"
