@@ -117,27 +117,31 @@ def _scans(plan: str, table: str) -> set[str]:
     return found
 
 
+@pytest.mark.parametrize("others, rows, most", [(100, 400, False), (30, 900, True)])
 def test_a_user_holding_half_the_passages_reads_them_through_the_indexes_on_generic_plans(
-        settings: Any, fresh_schema: str, user: str) -> None:
+        settings: Any, fresh_schema: str, user: str, others: int, rows: int, most: bool) -> None:
     """read_knowledge of a large store in two statements (the keyword half while the query is
-    embedded), for a user holding half of the passages table: both run on the generic plan with
-    sorting off, and neither is planned for its values. Among many small users the planner, blind
-    to which user a generic plan is for, would sort an unknown user's passages for the nearest ones
-    (for this user, half the table), and would find the passages with every common word of the
-    query by intersecting the words' gin matches with all of the user's rows. The statement after
-    the embedding, with sorting off, takes the nearest from the HNSW index and reads every other
-    row by key; the keyword statement reads the gin index alone and filters its matches by user
-    after. The hits are those of the one statement, planned for its values."""
+    embedded), beside many users of 3 passages. For a user holding half of the passages table, the
+    statement after the embedding runs on the generic plan with sorting off; for one holding most
+    of it (nine tenths), the keyword statement does too, in a form pinned to the gin index. Neither
+    is then planned for its values. The planner, blind to which user a generic plan is for, would
+    sort an unknown user's passages for the nearest ones (for this user, half the table), and
+    would find the passages with every common word of the query by intersecting the words' gin
+    matches with all of the user's primary-key entries. With sorting off the statement after the
+    embedding takes the nearest from the HNSW index and reads every other row by key; the pinned
+    keyword statement reads the gin index alone and filters its matches by user after (it reads
+    the other users' matches, which is why it waits for a user holding most of the table). The
+    hits are those of the one statement, planned for its values."""
     # ef_search 1,000 (more than the table's rows): the index's nearest rows are the exact ones (see
     # test_search_size_hint)
     mm = MemoryManager.open(settings.with_(schema=fresh_schema, pool_min_size=1, pool_max_size=1,
                                            similar_exact_max_rows=12, hnsw_ef_search=1000),
                             embedder=HashEmbedder())
     try:
-        for i in range(100):
+        for i in range(others):
             mm.write_knowledge_batch([{"content": f"a note of user {i}, number {j}"} for j in range(3)],
                                      user_id=f"{user}-{i}")
-        _write(mm, user, 400)
+        _write(mm, user, rows)  # 57 % of the table, or 91 %
         with mm.db.pool.connection() as conn:
             conn.execute("ANALYZE knowledge_memory")
         cols = base.select_list(KnowledgeItem, "x").as_string()
@@ -155,14 +159,17 @@ def test_a_user_holding_half_the_passages_reads_them_through_the_indexes_on_gene
         plan = _generic_plan(mm, second)
         assert _scans(plan, "knowledge_memory") == {index, pkey}, plan
         assert "Join Filter" not in plan and "Hash Join" not in plan, plan
-        assert _found(mm, user)  # seen: 400 passages, above the switch point and half the table
+        assert _found(mm, user)  # seen: above the switch point
         for q in ("when does the release train ship", "who owns billing", "what do disk quota errors mean"):
             two = [(str(h.item.id), h.score) for h in mm.read_knowledge(q, user_id=user, k=5)]  # keyword half ahead
             one = [(str(h.item.id), h.score) for h in mm.read_knowledge(q, user_id=user, k=5)]  # vector cached: one
             assert two and two == one
         with mm.db.connection() as conn:
             runs = [conn.execute("SELECT ARRAY[generic_plans, custom_plans] FROM pg_prepared_statements"
-                                 " WHERE statement = %s", (text,)).fetchall() for text in (first, second)]
-        assert runs == [[([3, 0],)], [([3, 0],)]]  # never planned for their values
+                                 " WHERE statement = %s", (text,)).fetchall() for text in (first, unpinned, second)]
+        if most:  # never planned for their values
+            assert runs == [[([3, 0],)], [], [([3, 0],)]]
+        else:  # the keyword statement as written, planned for its values
+            assert runs == [[], [([0, 3],)], [([3, 0],)]]
     finally:
         mm.close()

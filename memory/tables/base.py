@@ -298,9 +298,9 @@ class Table:
         if large_known and known_vector is None and _keyword_ahead(where.as_string(), postings):
             # the keyword half runs while the query is embedded; the same hits as the one statement's
             table_rows = yield Call(self._table_rows, (table,))
-            # plan-free from the first statement where the user held half the table when last read
-            # (NO_SORT): the user's share picks the plan, never the hits
-            pinned = known is not None and holds_half(known, table_rows)
+            # plan-free from the first statement where the user held nearly all of the table when
+            # last read (NO_SORT, _PINNED_KEYWORD_REST): the user's share picks the plan, never the hits
+            pinned = known is not None and holds_most(known, table_rows)
             first, first_names = _ahead_query(table, where.as_string(), cols.as_string(), postings, 1, pinned)
             yield from self._search_settings_op(uid, "plan-free" if pinned else plans, snapshot=True)
             (args["qvec"],), (got,) = yield Ahead(
@@ -378,6 +378,13 @@ def holds_half(count: int, table_rows: float) -> bool:
     """Whether a user with ``count`` rows holds at least half of a table of ``table_rows``
     (:data:`TABLE_ROWS`; 0: unknown, and so not)."""
     return table_rows > 0 and 2 * count >= table_rows
+
+
+def holds_most(count: int, table_rows: float) -> bool:
+    """Whether a user with ``count`` rows holds at least nine tenths of a table of ``table_rows``:
+    the other users' rows are then at most a ninth of the user's (:data:`_PINNED_KEYWORD_REST`
+    reads their matches)."""
+    return table_rows > 0 and 10 * count >= 9 * table_rows
 
 
 def plans_for(known: int | None, switch: int) -> str:
@@ -550,7 +557,7 @@ _KEYWORD_REST = (
     " pre AS (SELECT brought.key FROM brought JOIN idf ON idf.ord = brought.ord"
     "   GROUP BY brought.key ORDER BY sum(idf.idf) DESC, brought.key LIMIT %(prepool)s),"
 )
-#: ``_KEYWORD_REST`` for a generic plan of a user holding half the table (:data:`NO_SORT`), where
+#: ``_KEYWORD_REST`` for a generic plan of a user holding most of the table (:data:`NO_SORT`), where
 #: the planner cannot tell a large user from a small one. ``all_common`` reads the gin index
 #: alone and applies the user's filter (``USER_ROWS``, the only filter of the read in two
 #: statements) after it (``OFFSET 0``): beside many small users, the generic plan of the filtered
@@ -558,9 +565,12 @@ _KEYWORD_REST = (
 #: large user all of them. Both read the index's matches in table order and keep the user's, so
 #: the same rows come back. ``brought`` and ``all_common`` are computed once (``MATERIALIZED``):
 #: inlined into the generic plan, they ran again for each word (2.6 ms instead of 1.6 at 100k
-#: passages of one user). Only for a plain table (:data:`TABLE_ROWS`): on a Citus coordinator or
-#: a partitioned table no user holds half, so this form, which reads other users' matches, is
-#: never sent there.
+#: passages of one user). As it reads the other users' matches before it drops them, it is for a
+#: user holding nearly all of the table (:func:`holds_most`): the other users' rows are then at
+#: most a ninth as many as the user's, so however they are written, reading their matches adds
+#: at most about a ninth to this read. Only for a plain table (:data:`TABLE_ROWS`): on a
+#: Citus coordinator or a partitioned table no user holds any share, so this form is never sent
+#: there.
 _PINNED_KEYWORD_REST = (_KEYWORD_REST
                         .replace(" all_common AS (SELECT x.{key} AS key FROM {tbl} x WHERE",
                                  " all_common AS MATERIALIZED (SELECT a.key FROM (SELECT x.{key} AS key, x.user_id"
@@ -629,7 +639,7 @@ _KEYWORD_AHEAD_RANKED = (
       "   ARRAY(SELECT ks FROM ranked WHERE r <= %(pool)s ORDER BY key) AS kss"
 )
 _KEYWORD_AHEAD_FIRST = _KEYWORD_AHEAD_WORDS + _KEYWORD_REST + _KEYWORD_AHEAD_RANKED
-#: The first statement for a user holding half the table, on the generic plan (see ``_PINNED_KEYWORD_REST``).
+#: The first statement for a user holding most of the table, on the generic plan (see ``_PINNED_KEYWORD_REST``).
 _KEYWORD_AHEAD_FIRST_PINNED = _KEYWORD_AHEAD_WORDS + _PINNED_KEYWORD_REST + _KEYWORD_AHEAD_RANKED
 _KEYWORD_AHEAD_SECOND = (
     "WITH idf AS (SELECT t.ord, t.tq::tsquery AS tq, t.idf"
@@ -689,7 +699,7 @@ def _ahead_query(table: str, where: str, columns: str, postings: str | None,
                  which: int, pinned: bool = False) -> tuple[str, tuple[str, ...]]:
     """The first or second (``which``) statement of the indexed shape in two, numbered as
     :func:`_similar_query` numbers the one statement; ``pinned``: the first one for the
-    generic plan of a user holding half the table (:data:`_KEYWORD_AHEAD_FIRST_PINNED`)."""
+    generic plan of a user holding most of the table (:data:`_KEYWORD_AHEAD_FIRST_PINNED`)."""
     assert postings is not None and _keyword_ahead(where, postings)
     if which == 1:
         text = _KEYWORD_AHEAD_FIRST_PINNED if pinned else _KEYWORD_AHEAD_FIRST
