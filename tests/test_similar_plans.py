@@ -22,6 +22,8 @@ from memory import HashEmbedder, MemoryManager
 from memory.tables import base
 from memory.tables.knowledge import KnowledgeItem
 
+from fix_plans import generic_plan, scans
+
 PASSAGES = ["The Bergen office moved to Bryggen in May.", "Our release train ships every second Tuesday.",
             "Disk quota errors mean the export volume is full.", "The Oslo team owns the billing service."]
 QUERY = "where did the Bergen office move"
@@ -99,24 +101,6 @@ def test_one_users_small_history_never_changes_how_another_users_read_is_planned
     assert hits == _found(mm, big, shape="indexed")
 
 
-def _generic_plan(mm: MemoryManager, text: str, sort: str = "off") -> str:
-    with mm.db.pool.connection() as conn:
-        conn.execute(sql.SQL("SET LOCAL enable_sort = {}").format(sql.Literal(sort)))
-        return "\n".join(r[0] for r in conn.execute("EXPLAIN (GENERIC_PLAN) " + text).fetchall())
-
-
-def _scans(plan: str, table: str) -> set[str]:
-    """How a plan reads ``table``: each scan node on it by name, a bitmap index scan's with its index."""
-    found = set()
-    for line in plan.splitlines():
-        node = line.split("  (")[0].strip(" ->")  # e.g. "Index Scan using t_pkey on t x"
-        if node.startswith(f"Bitmap Index Scan on {table}_"):
-            found.add("Bitmap Index Scan " + node.split(" on ")[1])
-        elif "Scan" in node and (node.endswith(f" on {table}") or f" on {table} " in node):
-            found.add(node.split(" on ")[0])
-    return found
-
-
 @pytest.mark.parametrize("others, rows, most", [(100, 400, False), (30, 900, True)])
 def test_a_user_holding_half_the_passages_reads_them_through_the_indexes_on_generic_plans(
         settings: Any, fresh_schema: str, user: str, others: int, rows: int, most: bool) -> None:
@@ -150,14 +134,14 @@ def test_a_user_holding_half_the_passages_reads_them_through_the_indexes_on_gene
         second, _ = base._ahead_query("knowledge_memory", base.USER_ROWS, cols, "knowledge_terms", 2)
         pkey, gin = "Index Scan using knowledge_memory_pkey", "Bitmap Index Scan knowledge_memory_tsv"
         # the keyword statement: what the planner does for an unknown user, then pinned to the gin index
-        assert "Bitmap Index Scan knowledge_memory_pkey" in _scans(_generic_plan(mm, unpinned), "knowledge_memory")
-        assert _scans(_generic_plan(mm, first), "knowledge_memory") == {
+        assert "Bitmap Index Scan knowledge_memory_pkey" in scans(generic_plan(mm, unpinned), "knowledge_memory")
+        assert scans(generic_plan(mm, first), "knowledge_memory") == {
             "Bitmap Heap Scan", gin, pkey, "Index Only Scan using knowledge_memory_pkey"}  # the last: the sample's bound
         # the statement after the embedding
         index = "Index Scan using knowledge_memory_embedding"
-        assert index not in _scans(_generic_plan(mm, second, sort="on"), "knowledge_memory")
-        plan = _generic_plan(mm, second)
-        assert _scans(plan, "knowledge_memory") == {index, pkey}, plan
+        assert index not in scans(generic_plan(mm, second, sort="on"), "knowledge_memory")
+        plan = generic_plan(mm, second)
+        assert scans(plan, "knowledge_memory") == {index, pkey}, plan
         assert "Join Filter" not in plan and "Hash Join" not in plan, plan
         assert _found(mm, user)  # seen: above the switch point
         for q in ("when does the release train ship", "who owns billing", "what do disk quota errors mean"):
