@@ -1167,11 +1167,13 @@ def _candidate(row: dict[str, Any], span: TimeRange | None) -> _Candidate:
     return _Candidate(row, vs, ks, in_range, signals)
 
 
-def _words(row: dict[str, Any]) -> frozenset[str]:
-    """A candidate's words for the keyword feedback: its row's stored lexemes (``terms``), or
-    its text taken apart here for a row that came without them."""
+def _words(row: dict[str, Any]) -> tuple[str, ...]:
+    """A candidate's words for the keyword feedback, distinct and sorted: its row's stored
+    lexemes (``terms``: a tsvector's, which are), or its text taken apart here for a row that
+    came without them. (A tuple: splitting into one costs half what a frozenset does, and
+    ``feedback_sets`` needs only equal words to be equal.)"""
     terms = row.get("terms")
-    return frozenset(terms.split()) if terms is not None else prose_terms(row["content"] or "")
+    return tuple(terms.split()) if terms is not None else tuple(sorted(prose_terms(row["content"] or "")))
 
 
 def _rank(found: Sequence[_Candidate], method: str, w: SearchWeights, query: str, k: int,
@@ -1186,13 +1188,11 @@ def _rank(found: Sequence[_Candidate], method: str, w: SearchWeights, query: str
 
 def _order(found: Sequence[_Candidate], method: str, w: SearchWeights, query: str) -> list[_Candidate]:
     """Order the found rows by the chosen method; ``score`` is the fused score, ``signals`` its parts.
+    The caller's candidates stay as they were: each is copied (a plain constructor call:
+    dataclasses.replace costs as much as the rest of the ranking).
 
-    Hybrid (linear): each hit's own score is ``vector + keyword_weight * keyword +
-    speaker_weight * speaker + time_boost * time``; a message then gains
-    ``adjacent_weight`` times the better own score of the turns just before and after it
-    (when they are candidates too: evidence often spans two turns, "did you go?" /
-    "yes, on Sunday"), and ``thread_weight`` times the mean own score of its thread's
-    best three candidates (a thread that is about the question lifts its turns).
+    Hybrid (linear): :func:`_linear`. Rank fusion (``fusion="rrf"``) has no absolute scale: a
+    score derived from the rank, in (0, 1].
     """
     def time_bonus(c: _Candidate) -> float:
         return w.time_boost if c.in_range else 0.0
@@ -1200,8 +1200,8 @@ def _order(found: Sequence[_Candidate], method: str, w: SearchWeights, query: st
     def key(c: _Candidate) -> tuple[str, str]:
         return (c.row["kind"], c.row["id"])
 
-    # the caller's candidates stay as they were (a plain constructor call: dataclasses.replace
-    # costs as much as the rest of the ranking)
+    if method == "hybrid" and w.fusion == "linear":
+        return sorted(_linear(found, w, query), key=lambda c: -c.score)
     out = [_Candidate(c.row, c.vector, c.keyword, c.in_range, dict(c.signals), c.score) for c in found]
     if method == "vector":
         for c in out:
@@ -1210,40 +1210,6 @@ def _order(found: Sequence[_Candidate], method: str, w: SearchWeights, query: st
         for c in out:
             c.score = c.keyword + time_bonus(c)
         out = [c for c in out if c.keyword > 0]
-    elif w.fusion == "linear":
-        # The one fusion of every reader (memory.retrieval.fusion.fuse: the weighted sum of the
-        # signals vector, keyword, speaker, time, in that order) written out, as it runs for
-        # every candidate of every search; the same sums, so the same floats.
-        kw_w, sp_w, tb = w.keyword_weight, w.speaker_weight, w.time_boost
-        own = [c.vector + kw_w * c.keyword + sp_w * c.signals.get("speaker", 0.0) + tb * (1.0 if c.in_range else 0.0)
-               for c in out]
-        by_id: dict[int, float] = {}
-        best: dict[str, list[float]] = {}
-        for c, o in zip(out, own, strict=True):
-            row = c.row
-            if row["kind"] == "message":
-                by_id[int(row["id"])] = o
-                if row["thread_id"] is not None:
-                    best.setdefault(row["thread_id"], []).append(o)
-        thread_mean = {t: sum(sorted(v, reverse=True)[:3]) / min(len(v), 3) for t, v in best.items()}
-        aw, tw = w.adjacent_weight, w.thread_weight
-        for c, score in zip(out, own, strict=True):
-            row = c.row
-            if row["kind"] == "message":
-                around = [by_id[i] for i in (row["prev_id"], row["next_id"]) if i in by_id]
-                neighbour = aw * max(around, default=0.0)
-                thread = tw * thread_mean.get(row["thread_id"] or "", 0.0)
-                c.signals["neighbour"] = neighbour
-                c.signals["thread"] = thread
-                score += neighbour + thread
-            c.score = score
-        if w.feedback_weight:
-            out.sort(key=lambda c: -c.score)
-            lift = feedback_sets([_words(c.row) for c in out], prose_terms(query), top=w.feedback_top,
-                                 words=w.feedback_words)
-            for c, f in zip(out, lift, strict=True):
-                c.signals["feedback"] = f
-                c.score += w.feedback_weight * f
     else:
         by_key = {key(c): c for c in out}
         vec = sorted(by_key, key=lambda k: -by_key[k].vector)
@@ -1252,6 +1218,57 @@ def _order(found: Sequence[_Candidate], method: str, w: SearchWeights, query: st
         n = len(order)
         for rank, k in enumerate(order):
             c = by_key[k]
-            # Rank fusion has no absolute scale; keep a rank-derived score in (0, 1].
             c.score = (n - rank) / n + time_bonus(c)
     return sorted(out, key=lambda c: -c.score)
+
+
+def _linear(found: Sequence[_Candidate], w: SearchWeights, query: str) -> list[_Candidate]:
+    """The hybrid ranking's scores, on copies of ``found``, in its order.
+
+    Each hit's own score is ``vector + keyword_weight * keyword + speaker_weight * speaker +
+    time_boost * time``: the one fusion of every reader (memory.retrieval.fusion.fuse: the
+    weighted sum of the signals vector, keyword, speaker, time, in that order) written out,
+    as it runs for every candidate of every search; the same sums, so the same floats. A
+    message then gains ``adjacent_weight`` times the better own score of the turns just
+    before and after it (when they are candidates too: evidence often spans two turns,
+    "did you go?" / "yes, on Sunday"), and ``thread_weight`` times the mean own score of its
+    thread's best three candidates (a thread that is about the question lifts its turns).
+    Last, every hit gains ``feedback_weight`` times its keyword feedback
+    (:func:`memory.retrieval.feedback.feedback_sets`) from the ranking so far.
+    """
+    kw_w, sp_w, tb = w.keyword_weight, w.speaker_weight, w.time_boost
+    out, messages = [], []
+    by_id: dict[int, float] = {}
+    best: dict[str, list[float]] = {}
+    for c in found:
+        row, signals = c.row, dict(c.signals)
+        own = c.vector + kw_w * c.keyword + sp_w * signals.get("speaker", 0.0) + tb * (1.0 if c.in_range else 0.0)
+        mine = _Candidate(row, c.vector, c.keyword, c.in_range, signals, own)
+        out.append(mine)
+        if row["kind"] == "message":
+            messages.append(mine)
+            by_id[int(row["id"])] = own
+            if row["thread_id"] is not None:
+                best.setdefault(row["thread_id"], []).append(own)
+    thread_mean = {t: sum(sorted(v, reverse=True)[:3]) / min(len(v), 3) for t, v in best.items()}
+    aw, tw = w.adjacent_weight, w.thread_weight
+    for c in messages:
+        row = c.row
+        before, after = by_id.get(row["prev_id"]), by_id.get(row["next_id"])
+        if before is None or after is None:
+            adjacent = before if after is None else after
+        else:
+            adjacent = max(before, after)
+        neighbour = aw * (0.0 if adjacent is None else adjacent)
+        thread = tw * thread_mean.get(row["thread_id"] or "", 0.0)
+        c.signals["neighbour"] = neighbour
+        c.signals["thread"] = thread
+        c.score += neighbour + thread
+    if w.feedback_weight:
+        out.sort(key=lambda c: -c.score)
+        lift = feedback_sets([_words(c.row) for c in out], prose_terms(query), top=w.feedback_top,
+                             words=w.feedback_words)
+        for c, f in zip(out, lift, strict=True):
+            c.signals["feedback"] = f
+            c.score += w.feedback_weight * f
+    return out
