@@ -7,12 +7,12 @@ sample as ``peers.py``: seed 7) run ``--rounds`` times. Each query's vector is c
 once beforehand and served from a cache, so every figure is agentmem's own part: the
 whole call, and in it
 
-* ``keyword statement, beyond the model``: a query not embedded yet sends the keyword
-  statement before the model runs (``memory.store.ops.execute_ahead``: BEGIN, settings,
-  the statement, its rows read after the model), so this is what the statement costs on
-  top of the model's own time: the wait for its rows and the sending;
-* ``statement after the model``: the rest of the search, which needs the vector, and
-  COMMIT, one round trip (``execute_committing``), rows fetched into dicts;
+* ``sent before the model``: a query not embedded yet sends BEGIN, the settings and the
+  keyword statement before the model runs (``memory.store.ops.execute_ahead``);
+* ``after the model``: the rest of the search, which needs the vector, and COMMIT go out
+  right behind the model, in the same pipeline (``Ahead.then``), then every row is read
+  (the keyword statement's, the wait for it included, and the rest's) into dicts: the
+  whole exchange's time after the model;
 * ``one statement``: the whole search in one round trip (``execute_last``), where the
   query's vector was cached in the embedding service (not the case here: its cache is off,
   as in ``peers.py``, so this line is empty unless that changes);
@@ -32,10 +32,11 @@ inside the exact shape), with each CTE's time.
     python bench/search_memory_profile.py --model-every-time --torch-threads 1   # as peers.py runs it
 
 With the model run every time, the keyword statement runs on the server while the model
-runs here, so its line is what is left of it after the model. That takes a core for the
-server: with the runtime's default threads (one per core) the model takes both, and the
-keyword statement, waiting for one, showed 1.95 ms beyond the model at p50 against 0.56
-with one thread (2 cores).
+runs here, so what is left of it after the model is in the ``after the model`` line. That
+takes a core for the server: with the runtime's default threads (one per core) the model
+takes both, and the keyword statement, waiting for one, showed 1.95 ms beyond the model at
+p50 against 0.56 with one thread (2 cores; measured when the rest of the search was an
+exchange of its own).
 """
 
 from __future__ import annotations
@@ -101,27 +102,29 @@ class Spans:
 
         setattr(owner, name, timed)
 
-    def wrap_ahead(self, label: str) -> None:
-        """Time ``ops.execute_ahead`` per call without the time of its call (the query's embedding)."""
+    def wrap_ahead(self, before: str, after: str) -> None:
+        """Time ``ops.execute_ahead`` per call on either side of its call (the query's embedding): what
+        goes out before it, and the rest of the exchange after it."""
         fn = ops.execute_ahead
-        samples = self.samples.setdefault(label, [])
+        sent, rest = self.samples.setdefault(before, []), self.samples.setdefault(after, [])
 
         def timed(conn: Any, ahead: ops.Ahead, head: Any = ()) -> Any:
-            in_call = 0.0
+            marks: dict[str, float] = {}
 
             def call(*args: Any, **kwargs: Any) -> Any:
-                nonlocal in_call
-                t = time.perf_counter()
+                marks["call"] = time.perf_counter()
                 try:
                     return ahead.call.fn(*args, **kwargs)
                 finally:
-                    in_call += time.perf_counter() - t
+                    marks["back"] = time.perf_counter()
 
             t0 = time.perf_counter()
             try:
-                return fn(conn, ops.Ahead(ahead.steps, ops.Call(call, ahead.call.args, ahead.call.kwargs)), head)
+                return fn(conn, ops.Ahead(ahead.steps, ops.Call(call, ahead.call.args, ahead.call.kwargs), ahead.then),
+                          head)
             finally:
-                samples.append(time.perf_counter() - t0 - in_call)
+                sent.append(marks["call"] - t0)
+                rest.append(time.perf_counter() - marks["back"])
 
         ops.execute_ahead = timed
 
@@ -132,12 +135,18 @@ def literal(value: Any, conn: psycopg.Connection) -> str:
     return sql.Literal(value).as_string(conn)
 
 
-def explain(mm: MemoryManager, user: str, step: ops.Sql) -> str:
-    """EXPLAIN (ANALYZE, BUFFERS) of a captured search statement, prepared as agentmem prepares it."""
+def explain(mm: MemoryManager, user: str, steps: list[ops.Sql]) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of the last of a search's captured statements, prepared as agentmem
+    prepares it, after the ones before it in the same transaction (the statement after the model
+    reads what the keyword statement hands it)."""
+    *before, step = steps
     values = list(step.params)
     with mm.db.connection(user) as conn:
         conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
         cur = psycopg.RawCursor(conn)
+        for q in before:
+            cur.execute(q.stmt, list(q.params), prepare=True)
+            cur.fetchall()
         for _ in range(6):  # past PostgreSQL's five custom plans: the generic one, as in the library
             cur.execute(step.stmt, values, prepare=True)
             cur.fetchall()
@@ -182,23 +191,30 @@ def main() -> None:
             mm.write_messages([{"role": "user" if i % 2 == 0 else "assistant", "content": t.text}
                                for i, t in enumerate(conv)], user_id=f"r0-{c}", thread_id="t")
         asks = [(f"r0-{q.conversation}", q.text) for q in random.Random(7).sample(questions, args.queries)]
-        captured: dict[str, ops.Sql] = {}  # the first search's statements, for EXPLAIN
-        for fn, label in ((ops.execute_ahead, "keyword"), (ops.execute_committing, "rest"),
-                          (ops.execute_last, "one")):
-            def capturing(*args: Any, _fn: Any = fn, _label: str = label) -> Any:
-                step = args[1].steps[0] if _label == "keyword" else args[1]
-                if _label == "one":
-                    step = step[-1]
-                captured.setdefault(_label, step)
-                return _fn(*args)
+        captured: dict[str, list[ops.Sql]] = {}  # the first search's statements, for EXPLAIN
+        ahead, last = ops.execute_ahead, ops.execute_last
 
-            setattr(ops, fn.__name__, capturing)
+        def capture_ahead(conn: Any, step: ops.Ahead, head: Any = ()) -> Any:
+            then = step.then
+            captured.setdefault("keyword", [step.steps[0]])
+
+            def capture_then(result: Any) -> Any:
+                later = then(result) if then is not None else []
+                captured.setdefault("rest", [step.steps[0], next(q for q in later if not ops.held(q))])
+                return later
+
+            return ahead(conn, ops.Ahead(step.steps, step.call, capture_then), head)
+
+        def capture_last(conn: Any, steps: Any) -> Any:
+            captured.setdefault("one", [steps[-1]])
+            return last(conn, steps)
+
+        ops.execute_ahead, ops.execute_last = capture_ahead, capture_last
         for u, q in asks:  # warm: query vectors cached, statements prepared, speaker names cached
             mm.search_memory(q, user_id=u, k=10)
         spans = Spans()
         captured.clear()  # the statements of the first timed search, with its own parameters
-        spans.wrap_ahead("keyword statement, beyond the model")
-        spans.wrap(ops, "execute_committing", "statement after the model")
+        spans.wrap_ahead("sent before the model", "after the model (one exchange)")
         spans.wrap(ops, "execute_last", "one statement")
         spans.wrap(search_mod, "_candidate", "rows -> candidates")
         spans.wrap(search_mod, "_rank", "ranking")
@@ -225,7 +241,7 @@ def main() -> None:
         print_table(f"search_memory(q, k=10) at LoCoMo size ({len(convs)} users, {len(turns)} turns), "
                     f"{args.queries} questions x {args.rounds} rounds; ms",
                     ["part", "p50", "p95", "mean", "n"], rows)
-        plans = {label: explain(mm, asks[0][0], step) for label, step in captured.items()}
+        plans = {label: explain(mm, asks[0][0], steps) for label, steps in captured.items()}
         mm.close()
     names = {"keyword": "the keyword statement", "rest": "the statement after the model", "one": "the one statement"}
     for label, plan in plans.items():

@@ -205,22 +205,41 @@ async def aexecute_held(conn: psycopg.AsyncConnection, head: Sequence[Sql]) -> N
         await aexecute(conn, together(head, None))
 
 
-async def aexecute_ahead(conn: psycopg.AsyncConnection, ahead: Ahead, head: list[Any] | None = None) -> Any:
+async def aexecute_ahead(conn: psycopg.AsyncConnection, ahead: Ahead,
+                         head: list[Any] | None = None) -> tuple[Any, list[Any], bool]:
     """``memory.store.ops.execute_ahead`` on an async connection (the call in a worker thread)."""
     if not PIPELINE:
         for stmt in head or ():
             await conn.execute(stmt, prepare=False)
         results = [await aexecute(conn, q) for q in ahead.steps]
-        return await asyncio.to_thread(ahead.call.fn, *ahead.call.args, **ahead.call.kwargs), results
+        done = await asyncio.to_thread(ahead.call.fn, *ahead.call.args, **ahead.call.kwargs)
+        later = list(ahead.then(done)) if ahead.then is not None else []
+        for q in later:
+            if held(q):
+                await conn.execute(q.stmt, prepare=False)
+            else:
+                results.append(await aexecute(conn, q))
+        if later and later[-1].last:
+            await conn.execute(COMMIT_SQL, prepare=False)
+        return done, results, bool(later) and later[-1].last
     async with AsyncExitStack() as cursors:
-        curs = [await cursors.enter_async_context(cursor(conn, q)) for q in ahead.steps]
+        sent = [(await cursors.enter_async_context(cursor(conn, q)), q) for q in ahead.steps]
         async with conn.pipeline():
             for stmt in head or ():
                 await conn.execute(stmt, prepare=False)
-            for cur, q in zip(curs, ahead.steps, strict=True):
+            for cur, q in sent:
                 await cur.execute(q.stmt, q.params, prepare=prepare(q))
             done = await asyncio.to_thread(ahead.call.fn, *ahead.call.args, **ahead.call.kwargs)
-        return done, [await fetched_async(cur, q) for cur, q in zip(curs, ahead.steps, strict=True)]
+            later = list(ahead.then(done)) if ahead.then is not None else []
+            for q in later:
+                if held(q):
+                    await conn.execute(q.stmt, prepare=False)
+                else:
+                    sent.append((await cursors.enter_async_context(cursor(conn, q)), q))
+                    await sent[-1][0].execute(q.stmt, q.params, prepare=prepare(q))
+            if later and later[-1].last:
+                await conn.execute(COMMIT_SQL, prepare=False)
+        return done, [await fetched_async(cur, q) for cur, q in sent], bool(later) and later[-1].last
 
 
 def _leaving(conn: psycopg.AsyncConnection) -> Any:
@@ -305,7 +324,11 @@ async def arun(adb: AsyncDatabase, op: Op[T]) -> T:
                 else:
                     head = [q.stmt for q in waiting]
                 waiting = []
-                result = await aexecute_ahead(conn, step, head)
+                called, rows, ended = await aexecute_ahead(conn, step, head)
+                result = (called, rows)
+                if ended:
+                    finishing, tx, conn = tx, None, None
+                    await finishing.__aexit__(None, None, None)  # committed: gives the connection back
             elif isinstance(step, Commit):
                 if waiting and tx is None:
                     tx, conn = await _open(adb, waiting, waiting[0].user)

@@ -48,7 +48,7 @@ def test_recall_quick_reranks_the_searches_candidates_by_every_method() -> None:
 def test_search_memory_profile_times_both_statements_of_a_search() -> None:
     out = bench("search_memory_profile", "--rounds", "1", "--queries", "3", "--model-every-time",
                 "--torch-threads", "1")
-    for part in ("keyword statement, beyond the model", "statement after the model", "ranking"):
+    for part in ("sent before the model", "after the model (one exchange)", "ranking"):
         assert row(out, part)[-1] == "3", out  # n: one sample per search
     assert "EXPLAIN (ANALYZE, BUFFERS) of the keyword statement" in out
     assert "EXPLAIN (ANALYZE, BUFFERS) of the statement after the model" in out

@@ -137,9 +137,10 @@ class Watching(HashEmbedder):
 
 def test_a_search_of_a_small_history_runs_its_keyword_half_while_the_query_is_embedded(settings: Any,
                                                                                        user: str) -> None:
-    """Two exchanges when the query's vector is not known yet: BEGIN, the user scope, the settings
+    """One exchange when the query's vector is not known yet: BEGIN, the user scope, the settings
     and the keyword half go out before the model is called, and the server has run that statement
-    by the time the model returns; then the rest of the search with its results, and COMMIT."""
+    by the time the model returns; the rest of the search (which needs the vector) and COMMIT go
+    out right behind it, in the same pipeline, before the client reads a row."""
     watching = Watching(settings.database_url)
     mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1), embedder=watching)
     try:
@@ -149,15 +150,14 @@ def test_a_search_of_a_small_history_runs_its_keyword_half_while_the_query_is_em
         with RoundTrips(mm.db.pool) as trips:
             hits = mm.search_memory("Bergen marathon", user_id=user)
         assert watching.seen == [("active", "ClientRead")]  # the keyword half had run on the server
-        assert trips.count == 2, "\n".join(trips.lines)
-        end = next(i for i, line in enumerate(trips.lines) if "\tReadyForQuery\t" in line)
-        first, second = "\n".join(trips.lines[:end]), "\n".join(trips.lines[end + 1:])
-        # the first: the transaction's opening (both statements read one state) and the keyword
-        # half: its best rows, and a head row with every row's score and the user's message count
-        assert "BEGIN" in first and f"SET LOCAL agentmem.user_id = '{user}'" in first and "REPEATABLE READ" in first
-        assert '"kw"' in first and '"pending"' in first, first
-        # the second: the nearest rows, then COMMIT
-        assert '"vs"' in second and '"kw"' not in second and "COMMIT" in second and "BEGIN" not in second, second
+        assert trips.count == 1, "\n".join(trips.lines)
+        sent, got = "\n".join(trips.sent()), "\n".join(line for line in trips.lines if line.startswith("B\t"))
+        # the transaction's opening (both statements read one state), then COMMIT at the end
+        assert "BEGIN" in sent and f"SET LOCAL agentmem.user_id = '{user}'" in sent and "REPEATABLE READ" in sent
+        assert "COMMIT" in trips.sent()[-1], sent
+        # the keyword half: its best rows, and a head row with every row's score and the user's message
+        # count; the rest: the nearest rows
+        assert '"kw"' in got and '"pending"' in got and '"vs"' in got, got
         assert hits[0].item.content == TURNS[0]
         assert [(h.item.id, h.score) for h in hits] == \
             [(h.item.id, h.score) for h in mm.search_memory("Bergen marathon", user_id=user)]  # cached: one statement
@@ -282,7 +282,7 @@ def test_a_pipelined_search_reads_only_its_users_rows_under_row_level_security(s
             app.search_memory("warm-up", user_id=user)  # the speaker names are cached from here on
             with RoundTrips(app.db.pool) as trips:
                 mine = app.search_memory("Bergen marathon", user_id=user, k=10)
-            assert trips.count == 2  # the keyword half sent while the query is embedded, then the rest
+            assert trips.count == 1  # the keyword half sent while the query is embedded, the rest behind it
             assert mine and {h.item.content for h in mine} <= set(TURNS)
             theirs = app.search_memory("Bergen marathon", user_id=other, k=10)
             assert [h.item.content for h in theirs] == ["Bergen marathon: the other user's secret"]
@@ -331,12 +331,13 @@ def test_a_large_history_is_planned_for_its_values_a_small_one_generically_from_
 
 
 @pytest.mark.parametrize("holds_half", [False, True])
-def test_a_search_of_a_large_history_is_two_round_trips_its_plan_settings_in_the_second(
+def test_a_search_of_a_large_history_is_one_round_trip_its_plan_settings_behind_the_embedding(
         settings: Any, fresh_schema: str, user: str, holds_half: bool) -> None:
     """The indexed shape in two statements runs its keyword half on the generic plan, and what needs
     the vector for its values, or, for a user holding half of the messages table, unplanned with
-    sorting off: either setting goes out in the second statement's pipeline, not as an exchange of
-    its own. Both find what the one statement (the query's vector cached) finds."""
+    sorting off: either setting goes out with the second statement, behind the embedding in the
+    first one's pipeline, not as an exchange of its own. Both find what the one statement (the
+    query's vector cached) finds."""
     mm = MemoryManager.open(settings.with_(schema=fresh_schema, pool_min_size=1, pool_max_size=1,
                                            search_exact_max_rows=4), embedder=HashEmbedder())
     try:
@@ -354,15 +355,14 @@ def test_a_search_of_a_large_history_is_two_round_trips_its_plan_settings_in_the
             hits = mm.search_memory("Bergen marathon", user_id=user)
         # the table's size is read by a statement of its own, and then kept for a while
         assert [sum("pg_stat_get_live_tuples" in line for line in t.sent()) for t in (warm, trips)] == [1, 0]
-        assert trips.count == 2, "\n".join(trips.lines)
-        end = next(i for i, line in enumerate(trips.lines) if "\tReadyForQuery\t" in line)
-        first, second = trips.lines[:end], trips.lines[end + 1:]
-        assert any('"idfs"' in line for line in first), first  # the indexed shape's keyword half
-        custom = [line for line in second if "plan_cache_mode = force_custom_plan" in line]
-        unsorted = [line for line in second if "enable_sort = off" in line]
-        assert (bool(custom), bool(unsorted)) == (not holds_half, holds_half), second
-        assert all("\tParse\t" in line for line in custom + unsorted), second  # statements of the pipeline
-        assert any("COMMIT" in line for line in second), second
+        assert trips.count == 1, "\n".join(trips.lines)
+        assert any('"idfs"' in line for line in trips.lines if line.startswith("B\t"))  # the indexed keyword half
+        sent = trips.sent()
+        custom = [line for line in sent if "plan_cache_mode = force_custom_plan" in line]
+        unsorted = [line for line in sent if "enable_sort = off" in line]
+        assert (bool(custom), bool(unsorted)) == (not holds_half, holds_half), sent
+        assert all("\tParse\t" in line for line in custom + unsorted), sent  # statements of the pipeline
+        assert "COMMIT" in sent[-1], sent
         assert hits[0].item.content.startswith(TURNS[0])
         assert [(h.item.id, h.score) for h in hits] == \
             [(h.item.id, h.score) for h in mm.search_memory("Bergen marathon", user_id=user)]  # one statement

@@ -105,12 +105,22 @@ ROLLBACK = Commit(rollback=True)
 class Ahead:
     """Statements that do not wait for ``call``: they go out at once (psycopg's pipeline mode),
     the server runs them while ``call`` runs here, and their rows are read after it. The
-    step's result is ``(call's result, [each statement's result])``. The statements are in
-    the operation's current transaction (opened for their ``user`` if none is, with any held
-    statements in front, in the same send), which stays open for the steps after them."""
+    statements are in the operation's current transaction (opened for their ``user`` if none
+    is, with any held statements in front, in the same send), which stays open for the steps
+    after them.
+
+    ``then``: the statements that need the call's result, made from it (``then(result)``) and
+    sent right behind the call, in the same pipeline, before any row is read: the server goes
+    from the first statements to these without waiting for the client to read and answer
+    (one round trip for the whole search). Held statements among them go out in their place;
+    a ``last`` one (the last of them) commits there, ending the transaction.
+
+    The step's result is ``(call's result, [each statement's result])``: ``steps``' then
+    ``then``'s (held ones have none)."""
 
     steps: tuple[Sql, ...]
     call: Call
+    then: Callable[[Any], Sequence[Sql]] | None = None
 
 
 Step = Sql | Call | Commit | Ahead
@@ -262,25 +272,44 @@ def execute_held(conn: Any, head: Sequence[Sql]) -> None:
         execute(conn, together(head, None))
 
 
-def execute_ahead(conn: Any, ahead: Ahead, head: Sequence[Any] = ()) -> tuple[Any, list[Any]]:
-    """Run ``ahead`` on a sync connection (in a transaction, which it leaves open): ``head`` (statements
-    returning nothing: a new transaction's user scope and held statements, not prepared) and the
-    statements are sent, the call is made while the server runs them, then their results are read
-    (without pipelining, in the client library: one after the other, then the call)."""
+def execute_ahead(conn: Any, ahead: Ahead, head: Sequence[Any] = ()) -> tuple[Any, list[Any], bool]:
+    """Run ``ahead`` on a sync connection (in a transaction): ``head`` (statements returning nothing:
+    a new transaction's user scope and held statements, not prepared) and the statements are sent,
+    the call is made while the server runs them, ``then``'s statements are sent behind them, then
+    every result is read (without pipelining, in the client library: one after the other, the call
+    between). The step's result, and whether a ``last`` statement ended the transaction."""
     if not PIPELINE:
         for stmt in head:
             conn.execute(stmt, prepare=False)
         results = [execute(conn, q) for q in ahead.steps]
-        return ahead.call.fn(*ahead.call.args, **ahead.call.kwargs), results
+        done = ahead.call.fn(*ahead.call.args, **ahead.call.kwargs)
+        later = list(ahead.then(done)) if ahead.then is not None else []
+        for q in later:
+            if held(q):
+                conn.execute(q.stmt, prepare=False)
+            else:
+                results.append(execute(conn, q))
+        if later and later[-1].last:
+            conn.execute(COMMIT_SQL, prepare=False)
+        return done, results, bool(later) and later[-1].last
     with ExitStack() as cursors:
-        curs = [cursors.enter_context(cursor(conn, q)) for q in ahead.steps]
+        sent = [(cursors.enter_context(cursor(conn, q)), q) for q in ahead.steps]
         with conn.pipeline():
             for stmt in head:
                 conn.execute(stmt, prepare=False)
-            for cur, q in zip(curs, ahead.steps, strict=True):
+            for cur, q in sent:
                 cur.execute(q.stmt, q.params, prepare=prepare(q))
             done = ahead.call.fn(*ahead.call.args, **ahead.call.kwargs)
-        return done, [fetched(cur, q) for cur, q in zip(curs, ahead.steps, strict=True)]
+            later = list(ahead.then(done)) if ahead.then is not None else []
+            for q in later:
+                if held(q):
+                    conn.execute(q.stmt, prepare=False)
+                else:
+                    sent.append((cursors.enter_context(cursor(conn, q)), q))
+                    sent[-1][0].execute(q.stmt, q.params, prepare=prepare(q))
+            if later and later[-1].last:
+                conn.execute(COMMIT_SQL, prepare=False)
+        return done, [fetched(cur, q) for cur, q in sent], bool(later) and later[-1].last
 
 
 def execute_last(conn: Any, steps: Sequence[Sql]) -> Any:
@@ -364,7 +393,11 @@ def run(db: Any, op: Op[T]) -> T:
                 else:
                     head = [q.stmt for q in waiting]
                 waiting = []
-                result = execute_ahead(conn, step, head)
+                called, rows, ended = execute_ahead(conn, step, head)
+                result = (called, rows)
+                if ended:
+                    finishing, tx, conn = tx, None, None
+                    finishing.__exit__(None, None, None)  # committed: gives the connection back
             elif isinstance(step, Commit):
                 if waiting and tx is None:
                     tx, conn = _open(db, waiting, waiting[0].user)

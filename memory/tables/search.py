@@ -73,7 +73,7 @@ from memory.retrieval.fusion import KEYWORD_WEIGHT, MIN_TERMS, fuse_rankings
 from memory.retrieval.bm25 import prose_terms
 from memory.retrieval.feedback import feedback_sets
 from memory.retrieval.hits import Hit
-from memory.store.ops import COMMIT, Ahead, Call, Op, Sql, numbered, run
+from memory.store.ops import Ahead, Call, Op, Sql, numbered, run
 from memory.tables.base import CUSTOM_PLANS, NO_SORT, TERMS_CTE, SizeHints, Table, holds_half, plans_for
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
@@ -434,6 +434,21 @@ _M_ROW_PREV = """
         LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id
     WHERE m.user_id = %(uid)s AND m.id = """
 
+#: What the first of a search's two statements hands to the second (sent behind it in the same
+#: pipeline, before the client has read a row: ``memory.store.ops.Ahead.then``): transaction-local
+#: settings (``set_config(..., true)``: gone at the transaction's end, and one transaction is one
+#: user's), one set per query of the call (``slot``: the query's place in it). ``_handed`` sets one
+#: from the first statement's head row, ``_taken`` reads it back in the second as ``type`` ('' is
+#: NULL). A setting not set reads as NULL (``missing_ok``), so that planning either statement alone
+#: works.
+def _handed(name: str, value: str) -> str:
+    return f"set_config('agentmem.{name}_' || %(slot)s::text, coalesce(({value})::text, ''), true) AS {name}"
+
+
+def _taken(name: str, type_: str) -> str:
+    return f"nullif(current_setting('agentmem.{name}_' || %(slot)s::text, true), '')::{type_}"
+
+
 # The exact shape in two statements, for a search whose query is still being embedded
 # (``Ahead``): the keyword half needs no vector, so the server runs it while the model
 # embeds the query. The first (``_KEYWORD_FIRST``) reads which of the user's rows are live
@@ -442,14 +457,16 @@ _M_ROW_PREV = """
 # ``prev_id``, migration 015), and a head row: every scored row's keyword score (``me_kw``'s
 # object), the user's message count (the exact half does no work above the switch point:
 # the search then sends the switching statement), whether messages wait for their embedding
-# and whether the user has summaries or facts. The second (``_MSG_EXACT_NEAR``, ``near``) is
-# what needs the vector: the ``pool`` nearest live rows by an exact sort of the user's rows
-# (never through HNSW: the ``OFFSET 0`` keeps the distance below the sort), each with those
-# columns, the distance of each of the first's rows (``_MSG_DISTANCES``), and the summaries'
-# and facts' halves where there are any. :func:`_two_statement_rows` merges them as the one
-# statement sends its rows (the nearest rows' keyword scores from the head's object, ``next_id``
-# where the turn after a candidate is one too: the only case the ranking reads it). Both run
-# in one repeatable-read transaction: the rows the second reads are those the first scored.
+# and whether the user has summaries or facts; and it hands its rows' keys to the second
+# (``_handed``). The second (``_MSG_EXACT_NEAR``, ``near``) is what needs the vector, sent
+# right behind the embedding, before the first's rows are read: the ``pool`` nearest live rows
+# by an exact sort of the user's rows (never through HNSW: the ``OFFSET 0`` keeps the distance
+# below the sort), each with those columns, the distance of each of the first's rows
+# (``_MSG_DISTANCES``), and the summaries' and facts' halves where the user had any when last
+# seen. :func:`_two_statement_rows` merges them as the one statement sends its rows (the
+# nearest rows' keyword scores from the head's object, ``next_id`` where the turn after a
+# candidate is one too: the only case the ranking reads it). Both run in one repeatable-read
+# transaction: the rows the second reads are those the first scored.
 _KEYWORD_FIRST = ("WITH " + _HEAD + _SIZE + """,
 me_rows AS MATERIALIZED (
     SELECT m.id AS key, coalesce(""" + _M_FILTERS + """, false) AS live
@@ -459,12 +476,12 @@ me_rows AS MATERIALIZED (
 me_top AS (SELECT key, ks FROM me_kw_rows WHERE ks IS NOT NULL ORDER BY ks DESC, key LIMIT %(pool)s)
 SELECT """ + _M_HIT_HEAD + """NULL::float8 AS vs,
        t.ks, m.prev_id, """ + _M_HIT_TAIL + """,
-       NULL::bigint AS n, NULL::jsonb AS kw, NULL::boolean AS pending,
+       NULL::bigint AS n, NULL::jsonb AS kw, NULL::text AS keys, NULL::boolean AS pending,
        NULL::boolean AS has_summaries, NULL::boolean AS has_facts
 FROM me_top t CROSS JOIN LATERAL (""" + _M_ROW_PREV + """t.key OFFSET 0) m
 UNION ALL
 SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
-       (SELECT n FROM m_size), (SELECT ks FROM me_kw),
+       (SELECT n FROM m_size), (SELECT ks FROM me_kw), """ + _handed("keys", "ARRAY(SELECT key FROM me_top)") + """,
        EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> ''),
        """ + _HAS_KINDS + """""")
 #: The ``pool`` nearest live messages by an exact sort, with every column (the keyword score is the
@@ -480,16 +497,17 @@ CROSS JOIN LATERAL (""" + _M_ROW_PREV + """v.key OFFSET 0) m"""
 
 # The indexed shape in two statements likewise, for a user last seen above the switch
 # point. The first (``_INDEXED_FIRST``) finds the words' rows and weights and pre-ranks and
-# scores the rows they bring as above, and returns a head row (the user's message count, the
-# words' tsqueries and IDFs in the order the scores sum them, the denominator, whether
-# messages wait for their embedding and whether the user has summaries or facts at all) and
-# the ``pool`` best of those rows by keyword score that pass the filters, each with the
-# columns a hit shows and the turn before it: everything but its distance to the query. It
-# runs while the query is embedded (and, at 100k messages of one user, ends about when the
-# model does). The second (``_MSG_IDX_REST``, ``large-rest``) is what needs the vector: the
-# nearest rows, each with those columns and its keyword score from the same numbers, the
-# distance of each of the first's rows, and the summaries' and facts' halves, only for a
-# user who has any. The keyword candidates are the ``pool`` best of both by keyword score,
+# scores the rows they bring as above, and returns a head row (the user's message count,
+# whether messages wait for their embedding and whether the user has summaries or facts at
+# all) and the ``pool`` best of those rows by keyword score that pass the filters, each with
+# the columns a hit shows and the turn before it: everything but its distance to the query.
+# It hands the second the words' tsqueries and IDFs in the order the scores sum them, the
+# denominator and its rows' keys (``_handed``). It runs while the query is embedded (and, at
+# 100k messages of one user, ends about when the model does). The second (``_MSG_IDX_REST``,
+# ``large-rest``) is what needs the vector, sent right behind the embedding: the nearest
+# rows, each with those columns and its keyword score from the same numbers, the distance
+# of each of the first's rows, and the summaries' and facts' halves, only for a user who had
+# any when last seen. The keyword candidates are the ``pool`` best of both by keyword score,
 # as in the one statement (a row of the first's not among its ``pool`` best has that many
 # better ones there), chosen in Python (:func:`_two_statement_rows`), which also sets ``next_id``
 # as the one statement does. The scored rows are a subquery of their own (``OFFSET 0``):
@@ -514,23 +532,28 @@ mk_top AS (
 )
 SELECT """ + _M_HIT_HEAD + """NULL::float8 AS vs,
        t.ks, t.prev_id, """ + _M_HIT_TAIL + """,
-       NULL::bigint AS n, NULL::float8 AS den, NULL::text[] AS tqs, NULL::text[] AS tqas, NULL::float8[] AS idfs,
-       NULL::boolean AS pending, NULL::boolean AS has_summaries, NULL::boolean AS has_facts
+       NULL::bigint AS n, NULL::text AS den, NULL::text AS tqs, NULL::text AS tqas, NULL::text AS idfs,
+       NULL::text AS keys, NULL::boolean AS pending, NULL::boolean AS has_summaries, NULL::boolean AS has_facts
 FROM mk_top t CROSS JOIN LATERAL (
     SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, m.search_tsv
     FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = t.key OFFSET 0) m
 UNION ALL
 SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
-       (SELECT n FROM m_size), (SELECT den FROM mi_den), ARRAY(SELECT tq::text FROM mi_idf),
-       ARRAY(SELECT tq_a::text FROM mi_idf), ARRAY(SELECT idf FROM mi_idf),
+       (SELECT n FROM m_size), """ + _handed("den", "SELECT den FROM mi_den") + """,
+       """ + _handed("tqs", "ARRAY(SELECT tq::text FROM mi_idf)") + """,
+       """ + _handed("tqas", "ARRAY(SELECT tq_a::text FROM mi_idf)") + """,
+       """ + _handed("idfs", "ARRAY(SELECT idf FROM mi_idf)") + """,
+       """ + _handed("keys", "ARRAY(SELECT key FROM mk_top)") + """,
        EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> ''),
        """ + _HAS_KINDS + """""")
 _MSG_IDX_REST = """,
 mi_idf AS MATERIALIZED (
     SELECT t.ord, t.tq::tsquery AS tq, t.tq_a::tsquery AS tq_a, t.idf
-    FROM unnest(%(tqs)s::text[], %(tqas)s::text[], %(idfs)s::float8[]) WITH ORDINALITY AS t(tq, tq_a, idf, ord)
+    FROM unnest(""" + _taken("tqs", "text[]") + """,
+                """ + _taken("tqas", "text[]") + """,
+                """ + _taken("idfs", "float8[]") + """) WITH ORDINALITY AS t(tq, tq_a, idf, ord)
 ),
-mi_den AS (SELECT %(den)s::float8 AS den)""" + _MSG_IDX_VEC
+mi_den AS (SELECT """ + _taken("den", "float8") + """ AS den)""" + _MSG_IDX_VEC
 #: The nearest rows with every column and their keyword score (NULL without any of the words),
 #: each row and its window read by key (a probe per row, kept apart by ``OFFSET 0``): so that on
 #: the generic plan (:data:`memory.tables.base.NO_SORT`) no estimate of an unknown user's rows
@@ -548,12 +571,12 @@ FROM mi_vec CROSS JOIN LATERAL (SELECT m.* FROM conversational_memory m
 _MSG_DISTANCES = """
 SELECT 'distance', m.id::text, """ + _MARK_COLS + """coalesce(1 - (m.embedding <=> %(qvec)s), 0),
        NULL::float8""" + _MARK_TAIL + """
-FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (%(keys)s::bigint[])"""
+FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (""" + _taken("keys", "bigint[]") + """)"""
 #: The same, each row read by key (a probe per row): the indexed shape's, whose statement may run
 #: on the generic plan (see ``_MSG_NEAR_SELECT``).
 _MSG_DISTANCES_BY_KEY = _MSG_DISTANCES.replace(
-    "FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (%(keys)s::bigint[])",
-    "FROM unnest(%(keys)s::bigint[]) AS k(key) CROSS JOIN LATERAL (SELECT m.id, m.embedding\n"
+    "FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (" + _taken("keys", "bigint[]") + ")",
+    "FROM unnest(" + _taken("keys", "bigint[]") + ") AS k(key) CROSS JOIN LATERAL (SELECT m.id, m.embedding\n"
     "    FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = k.key OFFSET 0) m")
 
 # Every kind's rows come out with the same columns; a message brings the ids of the
@@ -772,18 +795,21 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
 
 
 #: The distinct speaker names of one user, by a loose scan of the names index (one
-#: probe per distinct name, however many messages), and the user's message count (kept on
-#: write, migration 012): read together when a user's names are not cached, so a user's
-#: first search is planned as the shape its history needs (unseen, it was planned for its
-#: values, and an unseen large history sent the exact-only statement first, to be told so).
+#: probe per distinct name, however many messages), the user's message count (kept on
+#: write, migration 012) and whether the user has summaries and facts: read together when a
+#: user's names are not cached, so a user's first search is planned as the shape its history
+#: needs (unseen, it was planned for its values, and an unseen large history sent the
+#: exact-only statement first, to be told so) and sends the halves its kinds need.
 _NAMES = """
 WITH RECURSIVE n AS (
     (SELECT name FROM conversational_memory WHERE user_id = %(uid)s AND name IS NOT NULL ORDER BY name LIMIT 1)
     UNION ALL
     SELECT (SELECT c.name FROM conversational_memory c WHERE c.user_id = %(uid)s AND c.name > n.name
             ORDER BY c.name LIMIT 1) FROM n WHERE n.name IS NOT NULL
-) SELECT ARRAY(SELECT name FROM n WHERE name IS NOT NULL LIMIT %(max)s),
-         coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0)"""
+) SELECT ARRAY(SELECT name FROM n WHERE name IS NOT NULL LIMIT %(max)s) AS names,
+         coalesce((SELECT messages FROM conversational_stats WHERE user_id = %(uid)s), 0) AS messages,
+         """ + _HAS_KINDS
+
 
 _PENDING = sql.SQL(
     "SELECT user_id, id, role, content, name FROM conversational_memory"
@@ -962,10 +988,13 @@ class MemorySearch(Table):
                           embed: Call, planning: str | None) -> Op[list[list[dict[str, Any]]] | None]:
         """The exact (``shaped`` "small") or indexed ("large") shape in two statements
         (``_KEYWORD_FIRST``, ``_INDEXED_FIRST``): the keyword half goes out before the queries
-        are embedded and runs while they are (``Ahead``), then the rest with its results (the
-        first's columns are the second's parameters); each query's rows, or None (and the
-        transaction ended) when the user's history is no longer on that side of the switch
-        point, for the switching statement to search. Sets each query's ``qvec`` in ``params``."""
+        are embedded and runs while they are, the rest goes out right behind the embedding, in
+        the same pipeline (``Ahead.then``: the first hands it what it needs through settings,
+        ``_handed``), and the transaction commits there: one round trip. Each query's rows, or
+        None (the transaction ended) when the user's history is no longer on that side of the
+        switch point, or has summaries or facts that the rest was sent without (it is sent for
+        the kinds the user had at the last search: :meth:`_expected_kinds`), for the switching
+        statement to search. Sets each query's ``qvec`` in ``params``."""
         uid = params[0]["uid"]
         large = shaped == "large"
         first, first_names = _keyword_first_query(shaped)
@@ -977,37 +1006,59 @@ class MemorySearch(Table):
         table_rows = (yield Call(self._table_rows, ("conversational_memory",))) if large and not params[0]["filtered"] \
             else 0.0
         yield from self._search_settings_op(uid, "generic" if large else planning, snapshot=True)
-        vectors, firsts = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict, user=uid, raw=True)
-                                            for p in params), embed)
-        heads = [next(r for r in got if r["kind"] == "head") for got in firsts]
-        for p, qvec, head, got in zip(params, vectors, heads, firsts, strict=True):
-            p.update({n: head[n] for n in _FIRST_RESULTS[shaped]}, qvec=qvec,
-                     keys=[int(r["id"]) for r in got if r["kind"] == "message"])
-        if (heads[0]["n"] > self.settings.search_exact_max_rows) != large:
-            yield COMMIT
+        expected = self._expected_kinds(uid, kinds)
+        rest, rest_names = _search_query(expected, "large-rest" if large else "near")
+        for slot, p in enumerate(params):
+            p["slot"] = slot
+
+        def then(vectors: Sequence[Any]) -> list[Sql]:
+            for p, qvec in zip(params, vectors, strict=True):
+                p["qvec"] = qvec
+            plan = []
+            if large and expected == ("messages",) and holds_half(self._sizes.get(uid) or 0, table_rows):
+                # plan-free (base.NO_SORT), on the generic plan asked for above; with summaries' or facts'
+                # halves (whose share of their tables is not known here) it is planned for its values
+                plan = [Sql(sql.SQL(NO_SORT), fetch="none", user=uid)]
+            elif large:
+                plan = [Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=uid)]
+            return plan + [Sql(rest, [p[n] for n in rest_names], dict, user=uid, raw=True, last=i == len(params) - 1)
+                           for i, p in enumerate(params)]
+
+        _, got = yield Ahead(tuple(Sql(first, [p[n] for n in first_names], dict, user=uid, raw=True)
+                                   for p in params), embed, then)
+        firsts, rests = got[:len(params)], got[len(params):]
+        head = next(r for r in firsts[0] if r["kind"] == "head")
+        self._kinds_seen.put(uid, _kinds_number(head))
+        if (head["n"] > self.settings.search_exact_max_rows) != large:
             return None
-        self._sizes.put(uid, int(heads[0]["n"]))
-        if heads[0]["pending"]:  # messages to embed first: the caller does, and searches again
-            yield COMMIT
+        self._sizes.put(uid, int(head["n"]))
+        if head["pending"]:  # messages to embed first: the caller does, and searches again
             return [[{"kind": "pending"}] for _ in params]
-        rest_kinds = [tuple(k for k in kinds if k == "messages" or head["has_" + k]) for head in heads]
-        if large and holds_half(heads[0]["n"], table_rows) and all(k == ("messages",) for k in rest_kinds):
-            # plan-free (base.NO_SORT), on the generic plan asked for above; with summaries' or facts'
-            # halves (whose share of their tables is not known here) it is planned for its values
-            yield Sql(sql.SQL(NO_SORT), fetch="none", user=uid)
-        elif large:
-            yield Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=uid)
+        if any(head["has_" + k] and k not in expected for k in ("summaries", "facts")):
+            return None  # summaries or facts since the last search: the switching statement has them
         rows = []
-        for i, (p, head, got) in enumerate(zip(params, heads, firsts, strict=True)):
-            text, names = _search_query(rest_kinds[i], "large-rest" if large else "near")
-            rest = yield Sql(text, [p[n] for n in names], dict, user=uid, raw=True, last=i == len(params) - 1)
+        for p, got1, got2 in zip(params, firsts, rests, strict=True):
             if not large:  # the nearest rows' keyword scores, from every scored row's (exact float8 as text)
-                scores = head["kw"] or {}
-                for r in rest:
+                scores = next(r for r in got1 if r["kind"] == "head")["kw"] or {}
+                for r in got2:
                     if r["kind"] == "message":
                         r["ks"] = float(scores[r["id"]]) if r["id"] in scores else None
-            rows.append(_two_statement_rows(got, rest, p["pool"]))
+            rows.append(_two_statement_rows(got1, got2, p["pool"]))
         return rows
+
+    def _expected_kinds(self, uid: str, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        """The kinds the statement after the embedding searches (sent before the first statement says
+        which the user has): messages, and summaries and facts if the user had any at the last search,
+        or, not seen for a while, every kind asked for (a half that finds nothing costs ~0.4 ms at
+        LoCoMo size; one left out costs the search again, the one statement)."""
+        seen = self._kinds_seen.get(uid)
+        return tuple(k for k in kinds if k == "messages" or seen is None
+                     or seen & (1 if k == "summaries" else 2))
+
+    @functools.cached_property
+    def _kinds_seen(self) -> SizeHints:
+        """Per user, whether they had summaries (1) and facts (2) when last seen (:func:`_kinds_number`)."""
+        return SizeHints()
 
     def _statement_shape(self, uid: str, kinds: tuple[str, ...], shape: str) -> str:
         """``large`` (the indexed shape alone, checking the user's size itself) for a user
@@ -1057,17 +1108,19 @@ class MemorySearch(Table):
         (cached for a while: :class:`memory.retrieval.speakers.SpeakerNames`); loading them
         notes the user's message count too (``_sizes``)."""
         def load() -> list[str]:
-            names, count = run(self.db, self._names_op(uid))
+            names, count, kinds = run(self.db, self._names_op(uid))
             self._sizes.put(uid, int(count))
+            self._kinds_seen.put(uid, kinds)
             return list(names)
 
         return self.store.speakers.get(uid, load)
 
-    def _names_op(self, uid: str) -> Op[tuple[list[str], int]]:
-        """The user's speaker names and message count: BEGIN, the user scope, the statement and
-        COMMIT in one round trip (opened as ``db.connection`` opens a transaction: four)."""
-        row = yield Sql(sql.SQL(_NAMES), dict(uid=uid, max=MAX_NAMES), fetch="one", user=uid, last=True)
-        return (row[0], row[1]) if row is not None else ([], 0)
+    def _names_op(self, uid: str) -> Op[tuple[list[str], int, int]]:
+        """The user's speaker names, message count and kinds (:meth:`_kinds_seen`'s number): BEGIN,
+        the user scope, the statement and COMMIT in one round trip (opened as ``db.connection``
+        opens a transaction: four)."""
+        row = yield Sql(sql.SQL(_NAMES), dict(uid=uid, max=MAX_NAMES), dict, fetch="one", user=uid, last=True)
+        return (row["names"], row["messages"], _kinds_number(row)) if row is not None else ([], 0, 0)
 
     _backfill_refused = False
 
@@ -1108,9 +1161,9 @@ class MemorySearch(Table):
         return done
 
 
-#: What each shape's first statement gives the statement after it, from its head row (the exact
-#: shape's: nothing but its rows' keys; the indexed shape's: the words and their weights).
-_FIRST_RESULTS = {"small": (), "large": ("den", "tqs", "tqas", "idfs")}
+def _kinds_number(row: Any) -> int:
+    """A row's ``has_summaries`` and ``has_facts`` (``_HAS_KINDS``) as one number: 1 and 2 added."""
+    return int(row["has_summaries"]) + 2 * int(row["has_facts"])
 
 
 def _two_statement_rows(first: Sequence[dict[str, Any]], rest: Sequence[dict[str, Any]],
@@ -1255,10 +1308,7 @@ def _linear(found: Sequence[_Candidate], w: SearchWeights, query: str) -> list[_
     for c in messages:
         row = c.row
         before, after = by_id.get(row["prev_id"]), by_id.get(row["next_id"])
-        if before is None or after is None:
-            adjacent = before if after is None else after
-        else:
-            adjacent = max(before, after)
+        adjacent = after if before is None else before if after is None else max(before, after)
         neighbour = aw * (0.0 if adjacent is None else adjacent)
         thread = tw * thread_mean.get(row["thread_id"] or "", 0.0)
         c.signals["neighbour"] = neighbour
