@@ -117,8 +117,10 @@ def test_a_store_fallen_under_the_switch_is_read_exactly_when_its_keyword_half_g
     mm = one_conn
     ids = shrunk(mm, user)
     switching = runs(mm, large=False)
-    hits = found(mm, QUERIES[1], user)  # not embedded yet: the keyword half first, which counts 8
-    assert ahead_runs(mm) == (1, 0) and runs(mm, large=False) == switching + 1
+    # not embedded yet: the keyword half first, which counts 8 (the rest, sent right behind the model in
+    # its round trip, found nothing: it reads only above the switch point), then the switching statement
+    hits = found(mm, QUERIES[1], user)
+    assert ahead_runs(mm) == (1, 1) and runs(mm, large=False) == switching + 1
     assert hits and hits == found(mm, QUERIES[1], user, shape="exact")
     assert {i for i, _ in hits} <= set(ids[:8])
 

@@ -56,7 +56,7 @@ import numpy as np
 from psycopg import sql
 
 from memory.store.db import Database
-from memory.store.ops import COMMIT, Ahead, Call, Op, Sql, numbered, run
+from memory.store.ops import Ahead, Call, Op, Sql, numbered, run
 from memory.retrieval.embeddings import EmbeddingService
 from memory.retrieval.speakers import SpeakerNames
 from memory.retrieval.fusion import MIN_TERMS, fuse
@@ -186,7 +186,7 @@ class Table:
         if plans == "custom":
             yield Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=user)
         elif plans == "plan-free":
-            yield from _plan_free_op(user)
+            yield from _plan_free_steps(user)
         elif plans == "generic":
             yield Sql(sql.SQL(GENERIC_UNLESS_CHOSEN), fetch="none", user=user)
         elif plans == "by-count" and postings is not None:  # a read of the user's rows, not seen yet
@@ -302,19 +302,27 @@ class Table:
             # last read (NO_SORT, _PINNED_KEYWORD_REST): the user's share picks the plan, never the hits
             pinned = known is not None and holds_most(known, table_rows)
             first, first_names = _ahead_query(table, where.as_string(), cols.as_string(), postings, 1, pinned)
+            second, second_names = _ahead_query(table, where.as_string(), cols.as_string(), postings, 2)
             yield from self._search_settings_op(uid, "plan-free" if pinned else plans, snapshot=True)
-            (args["qvec"],), (got,) = yield Ahead(
+            args["slot"] = 0
+            # a user holding half the table when last read: plan-free from the first statement on
+            # (pinned) or from the second (NO_SORT)
+            half = known is not None and holds_half(known, table_rows)
+            free = _plan_free_steps(uid) if half and not pinned else []
+
+            def then(vectors: Sequence[Any]) -> list[Sql]:
+                # the second statement goes out right behind the model, in the first's pipeline (it
+                # reads what the first hands it: ``handed``), and commits: one round trip
+                (args["qvec"],) = vectors
+                return free + [Sql(second, [args[n] for n in second_names], dict, user=uid, raw=True, last=True)]
+
+            _, (got, rows) = yield Ahead(
                 (Sql(first, [args[n] for n in first_names], dict, fetch="one", user=uid, raw=True),),
-                Call(self._embed, ([query],)))
-            if got["n"] > self.settings.similar_exact_max_rows:
-                args.update(got)
-                if not pinned and holds_half(got["n"], table_rows):  # plan-free from here on (NO_SORT)
-                    yield from _plan_free_op(uid)
-                second, second_names = _ahead_query(table, where.as_string(), cols.as_string(), postings, 2)
-                rows = yield Sql(second, [args[n] for n in second_names], dict, user=uid, raw=True, last=True)
-            else:  # no longer above the switch point: the switching statement decides
-                yield COMMIT
-                large_known = False
+                Call(self._embed, ([query],)), then)
+            if got["n"] <= self.settings.similar_exact_max_rows:
+                # no longer above the switch point (the second found nothing then): the switching
+                # statement decides
+                rows, large_known = None, False
         elif known_vector is not None:
             args["qvec"] = known_vector[0]
         else:
@@ -368,10 +376,9 @@ def _table_rows_op(table: str) -> Op[Any]:
     return (yield Sql(sql.SQL(TABLE_ROWS), dict(tbl=table), fetch="one", last=True))
 
 
-def _plan_free_op(user: str | None) -> Op[None]:
+def _plan_free_steps(user: str | None) -> list[Sql]:
     """The rest of the transaction on the generic plan, with sorting off (:data:`NO_SORT`)."""
-    for setting in (GENERIC_PLANS, NO_SORT):
-        yield Sql(sql.SQL(setting), fetch="none", user=user)
+    return [Sql(sql.SQL(setting), fetch="none", user=user) for setting in (GENERIC_PLANS, NO_SORT)]
 
 
 def holds_half(count: int, table_rows: float) -> bool:
@@ -538,6 +545,21 @@ _POSTINGS_WORDS = (
     "       / greatest((SELECT s FROM bound), 1)) END AS df OFFSET 0) d),"
 )
 
+def handed(name: str, value: str) -> str:
+    """A select item that hands ``value`` (an SQL expression, a code constant) from the first of two
+    statements of a read to the second, which is sent behind it in the same pipeline before the
+    client has read a row (``memory.store.ops.Ahead.then``): a transaction-local setting
+    (``set_config(..., true)``: gone at the transaction's end, and one transaction is one user's),
+    one per query of the call (``slot``: the query's place in it). Also the value, as text."""
+    return f"set_config('agentmem.{name}_' || %(slot)s::text, coalesce(({value})::text, ''), true) AS {name}"
+
+
+def taken(name: str, type_: str) -> str:
+    """The value :func:`handed` set, as ``type_`` ('' is NULL). Not set (planning the second
+    statement alone), it reads as NULL (``missing_ok``)."""
+    return f"nullif(current_setting('agentmem.{name}_' || %(slot)s::text, true), '')::{type_}"
+
+
 #: After the words' rows and weights: the candidates and their keyword signal.
 _KEYWORD_REST = (
     # pre-ranked by the words that brought each row (cheap), the best %(prepool)s scored exactly
@@ -633,19 +655,22 @@ _KEYWORD_AHEAD_RANKED = (
       "   (SELECT sum(idf.idf) FROM idf WHERE x.search_tsv @@ idf.tq) / (SELECT den FROM den) AS ks"
       "   FROM {tbl} x WHERE x.{key} IN (SELECT key FROM pre) AND ({where}) AND (SELECT n FROM size) > %(switch)s),"
       " ranked AS (SELECT key, ks, rank() OVER (ORDER BY ks DESC) AS r FROM scored)"
-      " SELECT (SELECT n FROM size) AS n, (SELECT den FROM den) AS den,"
-      "   ARRAY(SELECT tq::text FROM idf ORDER BY ord) AS tqs, ARRAY(SELECT idf FROM idf ORDER BY ord) AS idfs,"
-      "   ARRAY(SELECT key FROM ranked WHERE r <= %(pool)s ORDER BY key) AS keys,"
-      "   ARRAY(SELECT ks FROM ranked WHERE r <= %(pool)s ORDER BY key) AS kss"
+      " SELECT (SELECT n FROM size) AS n, " + handed("size", "SELECT n FROM size") + ","
+      "   " + handed("den", "SELECT den FROM den") + ","
+      "   " + handed("tqs", "ARRAY(SELECT tq::text FROM idf ORDER BY ord)") + ","
+      "   " + handed("idfs", "ARRAY(SELECT idf FROM idf ORDER BY ord)") + ","
+      "   " + handed("keys", "ARRAY(SELECT key FROM ranked WHERE r <= %(pool)s ORDER BY key)") + ","
+      "   " + handed("kss", "ARRAY(SELECT ks FROM ranked WHERE r <= %(pool)s ORDER BY key)")
 )
 _KEYWORD_AHEAD_FIRST = _KEYWORD_AHEAD_WORDS + _KEYWORD_REST + _KEYWORD_AHEAD_RANKED
 #: The first statement for a user holding most of the table, on the generic plan (see ``_PINNED_KEYWORD_REST``).
 _KEYWORD_AHEAD_FIRST_PINNED = _KEYWORD_AHEAD_WORDS + _PINNED_KEYWORD_REST + _KEYWORD_AHEAD_RANKED
 _KEYWORD_AHEAD_SECOND = (
     "WITH idf AS (SELECT t.ord, t.tq::tsquery AS tq, t.idf"
-    "   FROM unnest(%(tqs)s::text[], %(idfs)s::float8[]) WITH ORDINALITY AS t(tq, idf, ord)),"
-    " den AS (SELECT %(den)s::float8 AS den), size AS (SELECT %(n)s::numeric AS n),"
-    " kw AS (SELECT x.key FROM unnest(%(keys)s::uuid[], %(kss)s::float8[]) AS k(key, ks)"
+    "   FROM unnest(" + taken("tqs", "text[]") + ", " + taken("idfs", "float8[]") + ")"
+    "   WITH ORDINALITY AS t(tq, idf, ord)),"
+    " den AS (SELECT " + taken("den", "float8") + " AS den), size AS (SELECT " + taken("size", "numeric") + " AS n),"
+    " kw AS (SELECT x.key FROM unnest(" + taken("keys", "uuid[]") + ", " + taken("kss", "float8[]") + ") AS k(key, ks)"
     "   CROSS JOIN LATERAL (SELECT x.{key} AS key, x.embedding FROM {tbl} x WHERE x.{key} = k.key AND ({where})"
     "   OFFSET 0) x"
     "   ORDER BY k.ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.key LIMIT %(pool)s),"

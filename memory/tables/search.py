@@ -74,7 +74,8 @@ from memory.retrieval.bm25 import prose_terms
 from memory.retrieval.feedback import feedback_sets
 from memory.retrieval.hits import Hit
 from memory.store.ops import Ahead, Call, Op, Sql, numbered, run
-from memory.tables.base import CUSTOM_PLANS, NO_SORT, TERMS_CTE, SizeHints, Table, holds_half, plans_for
+from memory.tables.base import (CUSTOM_PLANS, NO_SORT, TERMS_CTE, SizeHints, Table, handed, holds_half,
+                                 plans_for, taken)
 from memory.tables.conversation import embedding_text
 from memory.errors import AccessDeniedError, InvalidInputError
 from memory.retrieval.speakers import speakers_in
@@ -434,21 +435,6 @@ _M_ROW_PREV = """
         LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id
     WHERE m.user_id = %(uid)s AND m.id = """
 
-#: What the first of a search's two statements hands to the second (sent behind it in the same
-#: pipeline, before the client has read a row: ``memory.store.ops.Ahead.then``): transaction-local
-#: settings (``set_config(..., true)``: gone at the transaction's end, and one transaction is one
-#: user's), one set per query of the call (``slot``: the query's place in it). ``_handed`` sets one
-#: from the first statement's head row, ``_taken`` reads it back in the second as ``type`` ('' is
-#: NULL). A setting not set reads as NULL (``missing_ok``), so that planning either statement alone
-#: works.
-def _handed(name: str, value: str) -> str:
-    return f"set_config('agentmem.{name}_' || %(slot)s::text, coalesce(({value})::text, ''), true) AS {name}"
-
-
-def _taken(name: str, type_: str) -> str:
-    return f"nullif(current_setting('agentmem.{name}_' || %(slot)s::text, true), '')::{type_}"
-
-
 # The exact shape in two statements, for a search whose query is still being embedded
 # (``Ahead``): the keyword half needs no vector, so the server runs it while the model
 # embeds the query. The first (``_KEYWORD_FIRST``) reads which of the user's rows are live
@@ -458,7 +444,7 @@ def _taken(name: str, type_: str) -> str:
 # object), the user's message count (the exact half does no work above the switch point:
 # the search then sends the switching statement), whether messages wait for their embedding
 # and whether the user has summaries or facts; and it hands its rows' keys to the second
-# (``_handed``). The second (``_MSG_EXACT_NEAR``, ``near``) is what needs the vector, sent
+# (``handed``). The second (``_MSG_EXACT_NEAR``, ``near``) is what needs the vector, sent
 # right behind the embedding, before the first's rows are read: the ``pool`` nearest live rows
 # by an exact sort of the user's rows (never through HNSW: the ``OFFSET 0`` keeps the distance
 # below the sort), each with those columns, the distance of each of the first's rows
@@ -481,7 +467,7 @@ SELECT """ + _M_HIT_HEAD + """NULL::float8 AS vs,
 FROM me_top t CROSS JOIN LATERAL (""" + _M_ROW_PREV + """t.key OFFSET 0) m
 UNION ALL
 SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
-       (SELECT n FROM m_size), (SELECT ks FROM me_kw), """ + _handed("keys", "ARRAY(SELECT key FROM me_top)") + """,
+       (SELECT n FROM m_size), (SELECT ks FROM me_kw), """ + handed("keys", "ARRAY(SELECT key FROM me_top)") + """,
        EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> ''),
        """ + _HAS_KINDS + """""")
 #: The ``pool`` nearest live messages by an exact sort, with every column (the keyword score is the
@@ -502,7 +488,7 @@ CROSS JOIN LATERAL (""" + _M_ROW_PREV + """v.key OFFSET 0) m"""
 # all) and the ``pool`` best of those rows by keyword score that pass the filters, each with
 # the columns a hit shows and the turn before it: everything but its distance to the query.
 # It hands the second the words' tsqueries and IDFs in the order the scores sum them, the
-# denominator and its rows' keys (``_handed``). It runs while the query is embedded (and, at
+# denominator and its rows' keys (``handed``). It runs while the query is embedded (and, at
 # 100k messages of one user, ends about when the model does). The second (``_MSG_IDX_REST``,
 # ``large-rest``) is what needs the vector, sent right behind the embedding: the nearest
 # rows, each with those columns and its keyword score from the same numbers, the distance
@@ -539,21 +525,21 @@ FROM mk_top t CROSS JOIN LATERAL (
     FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = t.key OFFSET 0) m
 UNION ALL
 SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
-       (SELECT n FROM m_size), """ + _handed("den", "SELECT den FROM mi_den") + """,
-       """ + _handed("tqs", "ARRAY(SELECT tq::text FROM mi_idf)") + """,
-       """ + _handed("tqas", "ARRAY(SELECT tq_a::text FROM mi_idf)") + """,
-       """ + _handed("idfs", "ARRAY(SELECT idf FROM mi_idf)") + """,
-       """ + _handed("keys", "ARRAY(SELECT key FROM mk_top)") + """,
+       (SELECT n FROM m_size), """ + handed("den", "SELECT den FROM mi_den") + """,
+       """ + handed("tqs", "ARRAY(SELECT tq::text FROM mi_idf)") + """,
+       """ + handed("tqas", "ARRAY(SELECT tq_a::text FROM mi_idf)") + """,
+       """ + handed("idfs", "ARRAY(SELECT idf FROM mi_idf)") + """,
+       """ + handed("keys", "ARRAY(SELECT key FROM mk_top)") + """,
        EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> ''),
        """ + _HAS_KINDS + """""")
 _MSG_IDX_REST = """,
 mi_idf AS MATERIALIZED (
     SELECT t.ord, t.tq::tsquery AS tq, t.tq_a::tsquery AS tq_a, t.idf
-    FROM unnest(""" + _taken("tqs", "text[]") + """,
-                """ + _taken("tqas", "text[]") + """,
-                """ + _taken("idfs", "float8[]") + """) WITH ORDINALITY AS t(tq, tq_a, idf, ord)
+    FROM unnest(""" + taken("tqs", "text[]") + """,
+                """ + taken("tqas", "text[]") + """,
+                """ + taken("idfs", "float8[]") + """) WITH ORDINALITY AS t(tq, tq_a, idf, ord)
 ),
-mi_den AS (SELECT """ + _taken("den", "float8") + """ AS den)""" + _MSG_IDX_VEC
+mi_den AS (SELECT """ + taken("den", "float8") + """ AS den)""" + _MSG_IDX_VEC
 #: The nearest rows with every column and their keyword score (NULL without any of the words),
 #: each row and its window read by key (a probe per row, kept apart by ``OFFSET 0``): so that on
 #: the generic plan (:data:`memory.tables.base.NO_SORT`) no estimate of an unknown user's rows
@@ -571,12 +557,12 @@ FROM mi_vec CROSS JOIN LATERAL (SELECT m.* FROM conversational_memory m
 _MSG_DISTANCES = """
 SELECT 'distance', m.id::text, """ + _MARK_COLS + """coalesce(1 - (m.embedding <=> %(qvec)s), 0),
        NULL::float8""" + _MARK_TAIL + """
-FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (""" + _taken("keys", "bigint[]") + """)"""
+FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (""" + taken("keys", "bigint[]") + """)"""
 #: The same, each row read by key (a probe per row): the indexed shape's, whose statement may run
 #: on the generic plan (see ``_MSG_NEAR_SELECT``).
 _MSG_DISTANCES_BY_KEY = _MSG_DISTANCES.replace(
-    "FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (" + _taken("keys", "bigint[]") + ")",
-    "FROM unnest(" + _taken("keys", "bigint[]") + ") AS k(key) CROSS JOIN LATERAL (SELECT m.id, m.embedding\n"
+    "FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = ANY (" + taken("keys", "bigint[]") + ")",
+    "FROM unnest(" + taken("keys", "bigint[]") + ") AS k(key) CROSS JOIN LATERAL (SELECT m.id, m.embedding\n"
     "    FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = k.key OFFSET 0) m")
 
 # Every kind's rows come out with the same columns; a message brings the ids of the
@@ -990,7 +976,7 @@ class MemorySearch(Table):
         (``_KEYWORD_FIRST``, ``_INDEXED_FIRST``): the keyword half goes out before the queries
         are embedded and runs while they are, the rest goes out right behind the embedding, in
         the same pipeline (``Ahead.then``: the first hands it what it needs through settings,
-        ``_handed``), and the transaction commits there: one round trip. Each query's rows, or
+        ``handed``), and the transaction commits there: one round trip. Each query's rows, or
         None (the transaction ended) when the user's history is no longer on that side of the
         switch point, or has summaries or facts that the rest was sent without (it is sent for
         the kinds the user had at the last search: :meth:`_expected_kinds`), for the switching
