@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from memory import MemoryManager
+from memory import MemoryManager, Settings
+from memory.retrieval.embeddings import HashEmbedder
 from memory.retrieval.fusion import fuse
 from memory.store.ops import run
 from memory.tables.base import SizeHints
@@ -246,3 +247,25 @@ def test_the_exact_shape_in_two_statements_finds_what_the_one_statement_finds_un
     assert str(late.id) in {h.item.id for h in hits}  # embedded, then searched again
     assert found(hits) == found(mm.search_memory("who bought the Olympus camera", user_id=user, k=20, now=NOW,
                                                  shape="exact"))
+
+
+def test_each_query_of_one_call_reads_its_own_keyword_statements_hand_over(settings: Settings, user: str,
+                                                                            thread: str) -> None:
+    """Several queries of one call, none embedded yet: every keyword statement goes out before the
+    model, and each statement after it reads the candidate keys its own query's keyword statement
+    handed over (one setting per query), so a keyword row beyond the 50 nearest gets its own
+    distance. 72 messages: more than the nearest rows' pool, so some keyword rows are not among them.
+    The hits are those of one search per query, in one statement."""
+    mm = MemoryManager.open(settings.with_(pool_min_size=1, pool_max_size=1), embedder=HashEmbedder())
+    try:
+        for day in range(6):
+            write(mm, user, f"{thread}-{day}", NOW - timedelta(days=20 - day))
+        queries = ["Olympus film camera battery", "kids camping at the beach", "photos of the sand castle",
+                   "flea market last weekend"]
+        many = mm.search_memory_many(queries, user_id=user, k=8, now=NOW)
+        assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR)] == [len(queries)] * 2
+        one = [mm.search_memory(q, user_id=user, k=8, now=NOW, shape="exact") for q in queries]
+        assert all(many) and [found(h) for h in many] == [found(h) for h in one]
+        assert len({tuple(found(h)) for h in many}) == len(queries)  # four different lists
+    finally:
+        mm.close()

@@ -238,3 +238,19 @@ def test_a_user_holding_half_the_messages_has_the_nearest_rows_from_the_index_on
         assert runs == [([len(QUERIES), 0],)]  # never planned for its values
     finally:
         mm.close()
+
+
+def test_each_query_of_one_call_reads_its_own_keyword_statements_words_and_weights(one_conn: MemoryManager,
+                                                                                   user: str) -> None:
+    """The indexed shape, several queries of one call, none embedded yet: each statement after the
+    model reads the words, IDFs, denominator and candidates its own query's keyword statement handed
+    over (one setting per query): the hits of one search per query."""
+    mm = one_conn
+    write(mm, user, 30)
+    mm.search_memory("warm-up", user_id=user)  # seen: large
+    queries = [q + " (many)" for q in QUERIES]
+    many = mm.memory_search.search_memory_many(queries, user_id=user, k=8)
+    assert [statement_runs(mm, s) for s in (INDEXED_FIRST, INDEXED_REST)] == [1 + len(queries)] * 2
+    one = [found(mm.search_memory(q, user_id=user, k=8, shape="indexed")) for q in queries]
+    assert all(many) and [found(h) for h in many] == one
+    assert len({tuple(h) for h in one}) == len(queries)

@@ -11,7 +11,9 @@ instead of doing it ("sans-IO"): an operation yields
   inline by the sync driver and in a worker thread by the async one, so the event
   loop never waits for a model;
 - :class:`Ahead` - statements sent at once and a call made while the server runs them
-  (a search's keyword half while its query is embedded), then their rows read back;
+  (a search's keyword half while its query is embedded), then, in the same pipeline, the
+  statements made from the call's result (``then``: the rest of the search), then every
+  row read back;
 - :data:`COMMIT` - end the current transaction (the next statement opens another);
   :data:`ROLLBACK` - undo it instead,
 
@@ -27,10 +29,11 @@ statement and COMMIT go out together in psycopg's pipeline mode: one round trip 
 whole transaction (:func:`execute_last`). Otherwise the held statements and the user scope
 go out as one simple-protocol query before it. An :class:`Ahead` step opening a transaction
 sends BEGIN, the user scope and the held statements in its own pipeline, in front of its
-statements; a ``last`` statement in an open transaction goes out with its COMMIT
-(:func:`execute_committing`). In an open transaction such statements are held too, and go
-out in front of the statement after them: in its pipeline where it has one (a search that
-changes its plan mode between its two statements: one round trip, not two).
+statements, and its ``then`` statements (held ones among them in their place, and COMMIT
+after a ``last`` one) behind the call: a search whose query is still to embed is one round
+trip (:func:`execute_ahead`). A ``last`` statement in an open transaction goes out with its
+COMMIT (:func:`execute_committing`). In an open transaction such statements are held too,
+and go out in front of the statement after them: in its pipeline where it has one.
 
 An exception raised by the operation, by a statement or by a call ends the current
 transaction with a rollback (and the database's errors are translated exactly as
