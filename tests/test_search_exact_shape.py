@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import psycopg
+
 from memory import MemoryManager, Settings
 from memory.retrieval.embeddings import HashEmbedder
 from memory.retrieval.fusion import fuse
 from memory.store.ops import run
 from memory.tables.base import SizeHints
+from memory.tables import search as search_mod
 from memory.tables.search import DEFAULT_WEIGHTS
 
 from fix_search_shapes import one_conn  # noqa: F401  (a fixture)
@@ -181,6 +184,16 @@ def test_an_unseen_large_history_is_searched_by_the_indexed_shape(one_conn: Memo
     hits = mm.search_memory(QUERIES[1], user_id=user, k=8, now=NOW)
     assert [statement_runs(mm, s) for s in (KEYWORD_FIRST, EXACT_NEAR, EXACT_ONLY, INDEXED_FIRST)] == [1, 1, 0, 1]
     assert hits and found(hits) == found(mm.search_memory(QUERIES[1], user_id=user, k=8, now=NOW, shape="indexed"))
+    # that statement after the model went out before the keyword statement's count came back, and
+    # read none of the large history's rows (like the keyword statement, it works only at or under
+    # the switch point): no sort of a large user's rows for an answer that is dropped
+    text, names = search_mod._search_query(("messages",), "near")
+    args = dict(q=QUERIES[1], max_terms=32, uid=user, speakers=[], qvec=HashEmbedder().embed([QUERIES[1]])[0],
+                tid=None, until=None, since=None, pool=50, slot=0)
+    with mm.db.connection(user) as conn:
+        for switch, expected in ((12, 0), (24, 24)):  # 24 messages: above the switch point, then at it
+            rows = psycopg.RawCursor(conn).execute(text, [dict(args, switch=switch)[n] for n in names]).fetchall()
+            assert sum(1 for r in rows if r[0] == "message") == expected, switch
 
 
 def test_a_history_grown_above_the_switch_since_the_last_search_is_searched_by_the_indexed_shape(

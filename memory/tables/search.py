@@ -471,13 +471,15 @@ SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
        EXISTS (SELECT 1 FROM conversational_memory WHERE user_id = %(uid)s AND embedding IS NULL AND content <> ''),
        """ + _HAS_KINDS + """""")
 #: The ``pool`` nearest live messages by an exact sort, with every column (the keyword score is the
-#: first statement's).
+#: first statement's). It is sent before the first statement says whether the user is still at or
+#: under the switch point, so, like the first, it reads nothing above it (``m_size``).
 _MSG_EXACT_NEAR = """
 SELECT """ + _M_HIT_HEAD + """coalesce(1 - v.d, 0) AS vs, NULL::float8 AS ks,
        m.prev_id, """ + _M_HIT_TAIL + """
 FROM (SELECT v.key, v.d FROM (
         SELECT m.id AS key, m.embedding <=> %(qvec)s AS d FROM conversational_memory m
-        WHERE """ + _M_WHERE + """ AND m.embedding IS NOT NULL OFFSET 0) v
+        WHERE """ + _M_WHERE + """ AND m.embedding IS NOT NULL AND (SELECT n FROM m_size) <= %(switch)s
+        OFFSET 0) v
       ORDER BY v.d, v.key LIMIT %(pool)s) v
 CROSS JOIN LATERAL (""" + _M_ROW_PREV + """v.key OFFSET 0) m"""
 
@@ -742,6 +744,7 @@ def _search_statement(kinds: tuple[str, ...], shape: str = "auto") -> sql.SQL:
     ctes = [_HEAD]
     selects = []
     if "messages" in kinds and shape == "near":
+        ctes.append(_SIZE)
         selects.append(_MSG_EXACT_NEAR + _UNION + _MSG_DISTANCES)
     elif "messages" in kinds and shape == "large-rest":
         ctes.append(_MSG_IDX_REST)
