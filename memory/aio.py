@@ -36,7 +36,7 @@ import logging
 import sys
 import time
 import uuid
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -208,23 +208,9 @@ async def aexecute_held(conn: psycopg.AsyncConnection, head: Sequence[Sql]) -> N
 async def aexecute_ahead(conn: psycopg.AsyncConnection, ahead: Ahead,
                          head: list[Any] | None = None) -> tuple[Any, list[Any], bool]:
     """``memory.store.ops.execute_ahead`` on an async connection (the call in a worker thread)."""
-    if not PIPELINE:
-        for stmt in head or ():
-            await conn.execute(stmt, prepare=False)
-        results = [await aexecute(conn, q) for q in ahead.steps]
-        done = await asyncio.to_thread(ahead.call.fn, *ahead.call.args, **ahead.call.kwargs)
-        later = list(ahead.then(done)) if ahead.then is not None else []
-        for q in later:
-            if held(q):
-                await conn.execute(q.stmt, prepare=False)
-            else:
-                results.append(await aexecute(conn, q))
-        if later and later[-1].last:
-            await conn.execute(COMMIT_SQL, prepare=False)
-        return done, results, bool(later) and later[-1].last
     async with AsyncExitStack() as cursors:
         sent = [(await cursors.enter_async_context(cursor(conn, q)), q) for q in ahead.steps]
-        async with conn.pipeline():
+        async with conn.pipeline() if PIPELINE else nullcontext():
             for stmt in head or ():
                 await conn.execute(stmt, prepare=False)
             for cur, q in sent:
@@ -237,9 +223,10 @@ async def aexecute_ahead(conn: psycopg.AsyncConnection, ahead: Ahead,
                 else:
                     sent.append((await cursors.enter_async_context(cursor(conn, q)), q))
                     await sent[-1][0].execute(q.stmt, q.params, prepare=prepare(q))
-            if later and later[-1].last:
+            ended = bool(later) and later[-1].last
+            if ended:
                 await conn.execute(COMMIT_SQL, prepare=False)
-        return done, [await fetched_async(cur, q) for cur, q in sent], bool(later) and later[-1].last
+        return done, [await fetched_async(cur, q) for cur, q in sent], ended
 
 
 def _leaving(conn: psycopg.AsyncConnection) -> Any:

@@ -65,13 +65,17 @@ def test_the_statements_after_the_call_go_out_behind_it_in_the_same_transaction(
     assert mm.db.pool.get_stats()["pool_available"] >= 1
 
 
-def test_the_async_driver_sends_them_the_same_way(settings: Settings, user: str) -> None:
+@pytest.mark.parametrize("pipelined", [True, False])
+def test_the_async_driver_sends_them_the_same_way(settings: Settings, user: str, pipelined: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import memory.aio as aio
+
+    monkeypatch.setattr(aio, "PIPELINE", pipelined and aio.PIPELINE)
 
     async def scenario() -> None:
         async with await AsyncMemoryManager.open(settings.with_(pool_max_size=1), embedder=HashEmbedder()) as amm:
             made: list[float] = []
-            check(await arun(amm.adb, ahead_op(user, made)), made, aio.PIPELINE)
+            check(await arun(amm.adb, ahead_op(user, made)), made, pipelined and ops.PIPELINE)
             async with amm.adb.pool.connection() as conn:  # the only connection: the transaction was ended
                 cur = await conn.execute(SETTING)
                 assert (await cur.fetchone())[0] in (None, "")

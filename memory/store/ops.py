@@ -43,7 +43,7 @@ transaction with a rollback (and the database's errors are translated exactly as
 from __future__ import annotations
 
 import sys
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, nullcontext, suppress
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -279,25 +279,12 @@ def execute_ahead(conn: Any, ahead: Ahead, head: Sequence[Any] = ()) -> tuple[An
     """Run ``ahead`` on a sync connection (in a transaction): ``head`` (statements returning nothing:
     a new transaction's user scope and held statements, not prepared) and the statements are sent,
     the call is made while the server runs them, ``then``'s statements are sent behind them, then
-    every result is read (without pipelining, in the client library: one after the other, the call
-    between). The step's result, and whether a ``last`` statement ended the transaction."""
-    if not PIPELINE:
-        for stmt in head:
-            conn.execute(stmt, prepare=False)
-        results = [execute(conn, q) for q in ahead.steps]
-        done = ahead.call.fn(*ahead.call.args, **ahead.call.kwargs)
-        later = list(ahead.then(done)) if ahead.then is not None else []
-        for q in later:
-            if held(q):
-                conn.execute(q.stmt, prepare=False)
-            else:
-                results.append(execute(conn, q))
-        if later and later[-1].last:
-            conn.execute(COMMIT_SQL, prepare=False)
-        return done, results, bool(later) and later[-1].last
+    every result is read (without pipelining, in the client library: each statement waits for its
+    reply, the call between). The step's result, and whether a ``last`` statement ended the
+    transaction."""
     with ExitStack() as cursors:
         sent = [(cursors.enter_context(cursor(conn, q)), q) for q in ahead.steps]
-        with conn.pipeline():
+        with conn.pipeline() if PIPELINE else nullcontext():
             for stmt in head:
                 conn.execute(stmt, prepare=False)
             for cur, q in sent:
@@ -310,9 +297,10 @@ def execute_ahead(conn: Any, ahead: Ahead, head: Sequence[Any] = ()) -> tuple[An
                 else:
                     sent.append((cursors.enter_context(cursor(conn, q)), q))
                     sent[-1][0].execute(q.stmt, q.params, prepare=prepare(q))
-            if later and later[-1].last:
+            ended = bool(later) and later[-1].last
+            if ended:
                 conn.execute(COMMIT_SQL, prepare=False)
-        return done, [fetched(cur, q) for cur, q in sent], bool(later) and later[-1].last
+        return done, [fetched(cur, q) for cur, q in sent], ended
 
 
 def execute_last(conn: Any, steps: Sequence[Sql]) -> Any:
