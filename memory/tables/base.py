@@ -545,6 +545,7 @@ _POSTINGS_WORDS = (
     "       / greatest((SELECT s FROM bound), 1)) END AS df OFFSET 0) d),"
 )
 
+
 def handed(name: str, value: str) -> str:
     """A select item that hands ``value`` (an SQL expression, a code constant) from the first of two
     statements of a read to the second, which is sent behind it in the same pipeline before the
