@@ -65,14 +65,21 @@ class Probe:
         self.name, self.dimension, self.backend = inner.name, inner.dimension, inner.backend
         self.in_process = getattr(inner, "in_process", False)
         self.cpu = self.wall = 0.0
+        if callable(getattr(inner, "runs", None)):  # the ONNX model's runs, as agentmem's service takes them
+            self.runs, self.embed_tokens = self._probed(inner.runs), self._probed(inner.embed_tokens)
+
+    def _probed(self, fn: Any) -> Any:
+        def probed(*args: Any) -> Any:
+            c0, t0 = time.thread_time(), time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                self.cpu += time.thread_time() - c0
+                self.wall += time.perf_counter() - t0
+        return probed
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        c0, t0 = time.thread_time(), time.perf_counter()
-        try:
-            return self.inner.embed(texts)
-        finally:
-            self.cpu += time.thread_time() - c0
-            self.wall += time.perf_counter() - t0
+        return self._probed(self.inner.embed)(texts)
 
 
 def server_cpu(postmaster: int) -> float:

@@ -116,13 +116,20 @@ class Timed:
         self.name, self.dimension, self.backend = inner.name, inner.dimension, inner.backend
         self.in_process = getattr(inner, "in_process", False)  # agentmem calls it as it would the model
         self.seconds = 0.0
+        if callable(getattr(inner, "runs", None)):  # the ONNX model's runs, as agentmem's service takes them
+            self.runs, self.embed_tokens = self._timed(inner.runs), self._timed(inner.embed_tokens)
+
+    def _timed(self, fn: Any) -> Any:
+        def timed(*args: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                self.seconds += time.perf_counter() - t0
+        return timed
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        t0 = time.perf_counter()
-        try:
-            return self.inner.embed(texts)
-        finally:
-            self.seconds += time.perf_counter() - t0
+        return self._timed(self.inner.embed)(texts)
 
 
 class Lookup:

@@ -326,3 +326,69 @@ def test_another_embedder_runs_in_the_worker_thread_bounded_by_the_timeout() -> 
     slow = EmbeddingService(stuck, timeout_s=0.2)
     with pytest.raises(EmbeddingError, match="did not answer within 0.2s"):
         slow.embed(["a text the model never finishes"])
+
+
+class ByRun(Watched):
+    """An in-process model that plans its own runs (as OnnxMiniLMEmbedder does): ten texts a run,
+    each run held for ``hold`` seconds; records the texts each plan was made over, and when each
+    run started."""
+
+    def __init__(self, hold: float) -> None:
+        super().__init__(in_process=True, hold=hold)
+        self.planned: list[list[str]] = []
+        self.started: list[tuple[float, int]] = []
+
+    def runs(self, texts: Sequence[str]) -> list[tuple[list[int], list[str]]]:
+        self.planned.append(list(texts))
+        return [(list(range(i, min(i + 10, len(texts)))), list(texts[i:i + 10])) for i in range(0, len(texts), 10)]
+
+    def embed_tokens(self, tokens: Sequence[str]) -> np.ndarray:
+        self.started.append((time.perf_counter(), len(tokens)))
+        return self.embed(tokens)
+
+
+def test_a_model_that_plans_its_runs_gets_a_whole_call_and_is_held_one_run_at_a_time() -> None:
+    """The service hands such a model every text of a call at once (it plans its runs over all
+    of them, not over chunks of batch_size), and takes the model one run at a time, in the order
+    the callers asked: a query embedded beside a long write waits for the run in progress, not
+    for the write. The vectors are each text's, in input order."""
+    model = ByRun(hold=0.03)
+    service = EmbeddingService(model, batch_size=8)
+    texts = [f"turn {i} of a long conversation" for i in range(100)]
+    write = service.embed_later(texts)  # ten runs of 30 ms, in another thread
+    while not model.started:
+        time.sleep(0.001)
+    asked = time.perf_counter()
+    [query] = service.embed(["the question"])
+    answered = time.perf_counter()
+    written = write.result()
+    assert [len(p) for p in model.planned] == [100, 1]  # one plan over the whole call, not chunks of 8
+    assert answered - asked < 0.1, answered - asked  # about one run of the write, not its ten
+    assert [n for _, n in model.started].index(1) < 10  # the query's run came between the write's
+    assert not model.overlapped
+    assert np.allclose(np.stack(written), HashEmbedder(64).embed(texts))
+    assert np.allclose(query, HashEmbedder(64).embed(["the question"])[0])
+
+
+def test_the_model_lock_is_handed_over_in_the_order_it_was_asked_for() -> None:
+    """A thread that releases the lock and asks again at once (a long write, run after run)
+    does not get it back before a thread already waiting."""
+    from memory.retrieval.embeddings import FairLock
+
+    lock, order = FairLock(), []
+    inside = threading.Event()
+
+    def long_write() -> None:
+        for i in range(20):
+            with lock:
+                inside.set()
+                order.append(f"write {i}")
+                time.sleep(0.005)
+
+    writer = threading.Thread(target=long_write)
+    writer.start()
+    inside.wait()
+    with lock:
+        order.append("query")
+    writer.join()
+    assert order.index("query") <= 2, order  # after the run in progress (and at most one more)

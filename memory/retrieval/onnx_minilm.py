@@ -219,24 +219,30 @@ class OnnxMiniLMEmbedder:
 
     def batches(self, texts: Sequence[str]) -> list[list[list[int]]]:
         """The token ids of each model run :meth:`embed` makes for ``texts`` (for benches)."""
-        ids = self._encode(texts)
-        return [[ids[i] for i in run] for run in plan_runs([len(x) for x in ids])]
+        return [tokens for _, tokens in self.runs(texts)]
+
+    def runs(self, texts: Sequence[str]) -> list[tuple[list[int], list[list[int]]]]:
+        """The model runs :meth:`embed` makes for ``texts`` (:func:`plan_runs`): each run's
+        positions in ``texts`` and their token ids. ``EmbeddingService`` runs them one at a
+        time (:meth:`embed_tokens`), so a query waits beside a long write for one run."""
+        tokens = self._encode(texts)
+        return [(idx, [tokens[i] for i in idx]) for idx in plan_runs([len(x) for x in tokens])]
+
+    def embed_tokens(self, tokens: Sequence[Sequence[int]]) -> np.ndarray:
+        """One model run: the unit vectors of these token ids, padded to the longest."""
+        width = max(len(t) for t in tokens)
+        ids = np.zeros((len(tokens), width), dtype=np.int64)
+        mask = np.zeros((len(tokens), width), dtype=np.int64)
+        for row, t in enumerate(tokens):
+            ids[row, :len(t)] = t
+            mask[row, :len(t)] = 1
+        (vec,) = self._session.run(["embedding"], {"input_ids": ids, "attention_mask": mask,
+                                                   "token_type_ids": np.zeros_like(ids)})
+        return np.asarray(vec, dtype=np.float32)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors, texts of similar length run together (:func:`plan_runs`)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        if not texts:
-            return out
-        tokens = self._encode(texts)
-        for idx in plan_runs([len(x) for x in tokens]):
-            width = max(len(tokens[i]) for i in idx)
-            ids = np.zeros((len(idx), width), dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.int64)
-            for row, i in enumerate(idx):
-                n = len(tokens[i])
-                ids[row, :n] = tokens[i]
-                mask[row, :n] = 1
-            (vec,) = self._session.run(["embedding"], {"input_ids": ids, "attention_mask": mask,
-                                                       "token_type_ids": np.zeros_like(ids)})
-            out[idx] = vec
+        for idx, tokens in self.runs(texts) if texts else []:
+            out[idx] = self.embed_tokens(tokens)
         return out
