@@ -352,10 +352,10 @@ def test_a_model_that_plans_its_runs_gets_a_whole_call_and_is_held_one_run_at_a_
     of them, not over chunks of batch_size), and takes the model one run at a time, in the order
     the callers asked: a query embedded beside a long write waits for the run in progress, not
     for the write. The vectors are each text's, in input order."""
-    model = ByRun(hold=0.03)
+    model = ByRun(hold=0.05)
     service = EmbeddingService(model, batch_size=8)
     texts = [f"turn {i} of a long conversation" for i in range(100)]
-    write = service.embed_later(texts)  # ten runs of 30 ms, in another thread
+    write = service.embed_later(texts)  # ten runs of 50 ms, in another thread
     while not model.started:
         time.sleep(0.001)
     asked = time.perf_counter()
@@ -363,7 +363,7 @@ def test_a_model_that_plans_its_runs_gets_a_whole_call_and_is_held_one_run_at_a_
     answered = time.perf_counter()
     written = write.result()
     assert [len(p) for p in model.planned] == [100, 1]  # one plan over the whole call, not chunks of 8
-    assert answered - asked < 0.1, answered - asked  # about one run of the write, not its ten
+    assert answered - asked < 0.25, answered - asked  # the run in progress and its own, not the write
     assert [n for _, n in model.started].index(1) < 10  # the query's run came between the write's
     assert not model.overlapped
     assert np.allclose(np.stack(written), HashEmbedder(64).embed(texts))
