@@ -383,7 +383,7 @@ def test_the_model_lock_is_handed_over_in_the_order_it_was_asked_for() -> None:
             with lock:
                 inside.set()
                 order.append(f"write {i}")
-                time.sleep(0.005)
+                time.sleep(0.02)
 
     writer = threading.Thread(target=long_write)
     writer.start()
