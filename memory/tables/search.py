@@ -1000,16 +1000,17 @@ class MemorySearch(Table):
         for slot, p in enumerate(params):
             p["slot"] = slot
 
+        plan = []
+        if large and expected == ("messages",) and holds_half(self._sizes.get(uid) or 0, table_rows):
+            # plan-free (base.NO_SORT), on the generic plan asked for above; with summaries' or facts'
+            # halves (whose share of their tables is not known here) it is planned for its values
+            plan = [Sql(sql.SQL(NO_SORT), fetch="none", user=uid)]
+        elif large:
+            plan = [Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=uid)]
+
         def then(vectors: Sequence[Any]) -> list[Sql]:
             for p, qvec in zip(params, vectors, strict=True):
                 p["qvec"] = qvec
-            plan = []
-            if large and expected == ("messages",) and holds_half(self._sizes.get(uid) or 0, table_rows):
-                # plan-free (base.NO_SORT), on the generic plan asked for above; with summaries' or facts'
-                # halves (whose share of their tables is not known here) it is planned for its values
-                plan = [Sql(sql.SQL(NO_SORT), fetch="none", user=uid)]
-            elif large:
-                plan = [Sql(sql.SQL(CUSTOM_PLANS), fetch="none", user=uid)]
             return plan + [Sql(rest, [p[n] for n in rest_names], dict, user=uid, raw=True, last=i == len(params) - 1)
                            for i, p in enumerate(params)]
 
