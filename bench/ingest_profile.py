@@ -65,8 +65,9 @@ class Probe:
         self.name, self.dimension, self.backend = inner.name, inner.dimension, inner.backend
         self.in_process = getattr(inner, "in_process", False)
         self.cpu = self.wall = 0.0
-        if callable(getattr(inner, "runs", None)):  # the ONNX model's runs, as agentmem's service takes them
-            self.runs, self.embed_tokens = self._probed(inner.runs), self._probed(inner.embed_tokens)
+        if callable(getattr(inner, "plan", None)):  # the ONNX model's runs, as agentmem's service takes them
+            self.tokenize, self.plan = self._probed(inner.tokenize), self._probed(inner.plan)
+            self.embed_tokens = self._probed(inner.embed_tokens)
 
     def _probed(self, fn: Any) -> Any:
         def probed(*args: Any) -> Any:

@@ -116,8 +116,9 @@ class Timed:
         self.name, self.dimension, self.backend = inner.name, inner.dimension, inner.backend
         self.in_process = getattr(inner, "in_process", False)  # agentmem calls it as it would the model
         self.seconds = 0.0
-        if callable(getattr(inner, "runs", None)):  # the ONNX model's runs, as agentmem's service takes them
-            self.runs, self.embed_tokens = self._timed(inner.runs), self._timed(inner.embed_tokens)
+        if callable(getattr(inner, "plan", None)):  # the ONNX model's runs, as agentmem's service takes them
+            self.tokenize, self.plan = self._timed(inner.tokenize), self._timed(inner.plan)
+            self.embed_tokens = self._timed(inner.embed_tokens)
 
     def _timed(self, fn: Any) -> Any:
         def timed(*args: Any) -> Any:

@@ -69,7 +69,7 @@ class Cached:
         self.inner, self.cache, self.seconds, self.keep = inner, {}, 0.0, keep
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("runs", "embed_tokens"):  # every text through embed(), the cache and the clock
+        if name in ("tokenize", "plan", "runs", "embed_tokens"):  # every text through embed(), the cache and the clock
             raise AttributeError(name)
         return getattr(self.inner, name)
 

@@ -336,11 +336,19 @@ class ByRun(Watched):
     def __init__(self, hold: float) -> None:
         super().__init__(in_process=True, hold=hold)
         self.planned: list[list[str]] = []
+        self.tokenized: list[list[str]] = []
         self.started: list[tuple[float, int]] = []
+        self.fail_tokenize = False
 
-    def runs(self, texts: Sequence[str]) -> list[tuple[list[int], list[str]]]:
-        self.planned.append(list(texts))
-        return [(list(range(i, min(i + 10, len(texts)))), list(texts[i:i + 10])) for i in range(0, len(texts), 10)]
+    def tokenize(self, texts: Sequence[str]) -> list[str]:  # a text is its own token
+        if self.fail_tokenize:
+            raise RuntimeError("tokenizer broke")
+        self.tokenized.append(list(texts))
+        return list(texts)
+
+    def plan(self, tokens: Sequence[str]) -> list[tuple[list[int], list[str]]]:
+        self.planned.append(list(tokens))
+        return [(list(range(i, min(i + 10, len(tokens)))), list(tokens[i:i + 10])) for i in range(0, len(tokens), 10)]
 
     def embed_tokens(self, tokens: Sequence[str]) -> np.ndarray:
         self.started.append((time.perf_counter(), len(tokens)))
@@ -370,6 +378,39 @@ def test_a_model_that_plans_its_runs_gets_a_whole_call_and_is_held_one_run_at_a_
     assert np.allclose(query, HashEmbedder(64).embed(["the question"])[0])
 
 
+def test_the_stages_of_a_write_are_tokenized_together_and_embedded_one_after_another() -> None:
+    """embed_later_each: one tokenizer call over every stage's texts not cached yet (made at
+    the start, while the cores are free), then a plan and a future per stage, each stage's
+    vectors its own texts', in order."""
+    model = ByRun(hold=0.0)
+    service = EmbeddingService(model)
+    service.embed(["already cached"])
+    model.tokenized.clear(), model.planned.clear()
+    stages = [[f"turn {i}" for i in range(25)], ["already cached", "turn 25", "turn 26"], ["turn 0", "turn 27"]]
+    futures = service.embed_later_each(stages)
+    got = [f.result(timeout=5) for f in futures]
+    assert model.tokenized == [[f"turn {i}" for i in range(28)]]  # once, each text once, the cached one left out
+    # per stage, its uncached texts (the service hands them longest first)
+    assert [sorted(p) for p in model.planned] == [sorted(stages[0]), ["turn 25", "turn 26"], ["turn 27"]]
+    for texts, vectors in zip(stages, got, strict=True):
+        assert np.allclose(np.stack(vectors), HashEmbedder(64).embed(texts))
+
+
+def test_a_cancelled_stage_is_not_embedded_and_a_tokenizer_failure_fails_every_stage() -> None:
+    model = ByRun(hold=0.05)
+    service = EmbeddingService(model)
+    first, second = service.embed_later_each([[f"a {i}" for i in range(30)], [f"b {i}" for i in range(30)]])
+    assert second.cancel()  # the first stage's three runs take 0.15 s: the second has not begun
+    assert len(first.result(timeout=5)) == 30
+    time.sleep(0.1)
+    assert [sorted(p) for p in model.planned] == [sorted(f"a {i}" for i in range(30))]  # the cancelled one never ran
+    model.fail_tokenize = True
+    futures = service.embed_later_each([["c"], ["d"]])
+    for future in futures:
+        with pytest.raises(EmbeddingError, match="tokenizer broke"):
+            future.result(timeout=5)
+
+
 def test_the_model_lock_is_handed_over_in_the_order_it_was_asked_for() -> None:
     """A thread that releases the lock and asks again at once (a long write, run after run)
     does not get it back before a thread already waiting."""
@@ -392,3 +433,40 @@ def test_the_model_lock_is_handed_over_in_the_order_it_was_asked_for() -> None:
         order.append("query")
     writer.join()
     assert order.index("query") <= 2, order  # after the run in progress (and at most one more)
+
+
+class CountingTokenizer:
+    """The ONNX model, recording each call of its tokenizer."""
+
+    def __init__(self, inner: OnnxMiniLMEmbedder) -> None:
+        self.inner = inner
+        self.name, self.dimension, self.backend, self.in_process = inner.name, inner.dimension, inner.backend, True
+        self.plan, self.embed_tokens, self.embed = inner.plan, inner.embed_tokens, inner.embed
+        self.tokenized: list[list[str]] = []
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        self.tokenized.append(list(texts))
+        return self.inner.tokenize(texts)
+
+
+def test_write_messages_tokenizes_its_stages_in_one_call_and_stores_each_texts_vector(
+        pg_uri: str, fresh_schema: str, onnx_minilm: OnnxMiniLMEmbedder, user: str) -> None:
+    model = CountingTokenizer(onnx_minilm)
+    topics = ["the garden", "a flight to Lisbon", "my sister's wedding", "tax forms", "the new puppy", "jazz records",
+              "a broken laptop", "marathon training", "the school play", "sourdough bread", "a job interview",
+              "the leaking roof"]
+    turns = [{"role": "user" if i % 2 == 0 else "assistant",  # distinct texts of lengths 5 to 60 tokens
+              "content": f"About {topics[i % 12]} and {topics[(i // 12) % 12]}, part {i}: "
+                         + " ".join(["it went on and on"] * (i % 11))} for i in range(180)]
+    settings = Settings.from_env(database_url=pg_uri, schema=fresh_schema, embedding_cache_size=0)
+    with MemoryManager.open(settings, embedder=model) as mm:
+        mm.write_messages(turns, user_id=user, thread_id="t")  # three stages: 12, 128, 32, 8
+        texts = [f"{t['role']}: {t['content']}" for t in turns]
+        assert [sorted(x) for x in model.tokenized] == [sorted(texts)]
+        with psycopg.connect(pg_uri) as conn:
+            query = sql.SQL("SELECT content, embedding::text FROM {} WHERE user_id = %s ORDER BY id")
+            rows = conn.execute(query.format(sql.Identifier(fresh_schema, "conversational_memory")), (user,)).fetchall()
+    assert [r[0] for r in rows] == [t["content"] for t in turns]
+    stored = np.array([json.loads(r[1]) for r in rows], dtype=np.float32)
+    alone = onnx_minilm.embed(texts)
+    assert list(np.argmax(stored @ alone.T, axis=1)) == list(range(len(texts)))  # each row its own text's vector

@@ -212,21 +212,29 @@ class OnnxMiniLMEmbedder:
             ) from exc
         self._lock = threading.Lock()  # one tokenizer configuration shared by every call
 
-    def _encode(self, texts: Sequence[str]) -> list[list[int]]:
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's token ids (truncated to the model's 256), in one call of the tokenizer.
+
+        The tokenizer spreads a call over the cores; a call made while the other core is
+        busy (write_messages inserting a stage) waits for its share there, so
+        ``EmbeddingService.embed_later_each`` tokenizes every stage of a write at its start."""
         with self._lock:
             encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
         return [e.ids for e in encodings]
 
-    def batches(self, texts: Sequence[str]) -> list[list[list[int]]]:
+    def plan(self, tokens: Sequence[Sequence[int]]) -> list[tuple[list[int], list[Sequence[int]]]]:
+        """The model runs for texts of these token ids (:func:`plan_runs`): each run's positions
+        in ``tokens`` and their ids. ``EmbeddingService`` runs them one at a time
+        (:meth:`embed_tokens`), so a query waits beside a long write for one run."""
+        return [(idx, [tokens[i] for i in idx]) for idx in plan_runs([len(x) for x in tokens])]
+
+    def runs(self, texts: Sequence[str]) -> list[tuple[list[int], list[Sequence[int]]]]:
+        """The model runs :meth:`embed` makes for ``texts``."""
+        return self.plan(self.tokenize(texts))
+
+    def batches(self, texts: Sequence[str]) -> list[list[Sequence[int]]]:
         """The token ids of each model run :meth:`embed` makes for ``texts`` (for benches)."""
         return [tokens for _, tokens in self.runs(texts)]
-
-    def runs(self, texts: Sequence[str]) -> list[tuple[list[int], list[list[int]]]]:
-        """The model runs :meth:`embed` makes for ``texts`` (:func:`plan_runs`): each run's
-        positions in ``texts`` and their token ids. ``EmbeddingService`` runs them one at a
-        time (:meth:`embed_tokens`), so a query waits beside a long write for one run."""
-        tokens = self._encode(texts)
-        return [(idx, [tokens[i] for i in idx]) for idx in plan_runs([len(x) for x in tokens])]
 
     def embed_tokens(self, tokens: Sequence[Sequence[int]]) -> np.ndarray:
         """One model run: the unit vectors of these token ids, padded to the longest."""
