@@ -40,8 +40,9 @@ _RETURNING = sql.SQL(" RETURNING {cols}").format(cols=select_list(Message))
 #: the next one is embedded, and only the last stage's short insert is left once the
 #: model is done. The rest is cut into equal stages of at most ``_STAGE_MAX`` (one INSERT of
 #: 12 parameters a row), so most texts are sorted and planned into model runs together
-#: (runs of texts of similar length, :func:`memory.retrieval.onnx_minilm.plan_runs`,
-#: in calls of ``embedding_batch_size``). LoCoMo's conversations written with
+#: (runs of texts of similar length, :func:`memory.retrieval.onnx_minilm.plan_runs`; the
+#: ONNX model gets each stage in one call, its texts tokenized with every other stage's
+#: when the call starts: ``EmbeddingService.embed_later_each``). LoCoMo's conversations written with
 #: (8, 32, 128), (4, 16, 64, 256), (16, 128) and (8, 64) here ran at 0.917, 0.911, 0.908
 #: and 0.871 of the encoder alone (median of 10 interleaved rounds, calls of 1,024 texts).
 _STAGES = (8, 32, 128)
