@@ -340,8 +340,7 @@ class EmbeddingService:
                 known = tokens or {}
                 missing = [t for t in batch if t not in known]
                 if missing:
-                    known = {**known, **dict(zip(missing, self.embedder.tokenize(missing),  # type: ignore[attr-defined]
-                                                 strict=True))}
+                    known = {**known, **dict(zip(missing, self._tokenize(missing), strict=True))}
                 for positions, run in self.embedder.plan([known[t] for t in batch]):  # type: ignore[attr-defined]
                     with self._model_lock:
                         raw[positions] = self.embedder.embed_tokens(run)  # type: ignore[attr-defined]
