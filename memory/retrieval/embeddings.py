@@ -280,13 +280,12 @@ class EmbeddingService:
             return [self._cache[key] for key in keys]
 
     def embed_later(self, texts: Sequence[str]) -> Future[list[np.ndarray]]:
-        """:meth:`embed` started in the background: the caller works meanwhile (a write
-        pipeline inserts one chunk while the next is embedded) and takes the vectors
+        """:meth:`embed` started in the background: the caller works meanwhile and takes the vectors
         with ``future.result()``, which raises what :meth:`embed` would."""
-        return self._ahead.submit(self.embed, list(texts))
+        return self.embed_later_each([texts])[0]
 
     def embed_later_each(self, groups: Sequence[Sequence[str]]) -> list[Future[list[np.ndarray]]]:
-        """:meth:`embed_later` of each group, one after another (a write pipeline's stages):
+        """:meth:`embed` of each group in the background, one after another (a write pipeline's stages):
         one future per group, done in order. A model that plans its runs has every text
         of every group tokenized at the start, in one call: the cores are free then, while
         a stage tokenized on its own waits for its share of the core the caller inserts on

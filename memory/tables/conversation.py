@@ -118,7 +118,7 @@ class Conversations(Table):
         return [embedding_text(m.role, m.content, m.name)[:EMBED_CHARS] for m in checked[start:end]
                 if m.content.strip()]
 
-    def _embed_later(self, stages: list[list[str]]) -> list[Future[list[Any]]]:
+    def _embed_stages(self, stages: list[list[str]]) -> list[Future[list[Any]]]:
         return self.embeddings.embed_later_each(stages)
 
     def _check_message(self, msg: NewMessage | Mapping[str, Any]) -> NewMessage:
@@ -187,7 +187,7 @@ class Conversations(Table):
         pending: list[Any] = []
         try:
             if embed:
-                pending = yield Call(self._embed_later, ([self._stage_texts(checked, start, end)
+                pending = yield Call(self._embed_stages, ([self._stage_texts(checked, start, end)
                                                           for start, end in plan],))
             for n, (start, end) in enumerate(plan):
                 vectors: list[Any] = [None] * (end - start)
