@@ -14,6 +14,9 @@ content``), int8 ONNX MiniLM, in interleaved rounds so every mode sees the same 
   database side takes from the encoder (the windows and their postings, migrations 004
   and 015, are kept: the search needs them);
 * ``write_messages embed=False``: the database path alone;
+* each write mode's round goes into empty tables of a schema of its own, so no round
+  writes a vector an index already holds (pgvector's HNSW keeps an exact duplicate as one
+  more heap pointer on the element in its graph, which made later rounds' inserts cheap);
 * with ``--fixed-run 8``, ``raw, one call`` and ``write_messages`` again with that many
   texts per model run instead of the planned runs (the plan before it was by tokens).
 
@@ -158,56 +161,62 @@ def main() -> None:
         with psycopg.connect(uri, autocommit=True) as conn:
             data_dir = conn.execute("SHOW data_directory").fetchone()[0]  # type: ignore[index]
         postmaster = int((Path(data_dir) / "postmaster.pid").read_text().split()[0])
-        managers = {}
-        for schema in ("ingest", "noindex"):
-            managers[schema] = MemoryManager.open(
-                Settings.from_env(database_url=uri, schema=schema, embedding_cache_size=0, pool_max_size=2),
-                embedder=probe)
-        with psycopg.connect(uri, autocommit=True) as conn:
-            for name in DROP:
-                conn.execute(psycopg.sql.SQL("DROP INDEX {}").format(psycopg.sql.Identifier("noindex", name)))
+        managers: list[MemoryManager] = []
 
-        def writes(schema: str, embed: bool) -> Callable[[int], None]:
-            def go(r: int) -> None:
-                for c in convs:
-                    managers[schema].write_messages(by_conv[c], user_id=f"r{r}-{c}-{embed}", thread_id="t",
-                                                    embed=embed)
-            return go
+        def writes(schema: str, embed: bool, drop: Sequence[str] = ()) -> Callable[[int], Callable[[], None]]:
+            """Each round writes into empty tables of a schema of its own: a vector written again
+            into an HNSW index that holds it is not inserted, only pointed at (peers.py)."""
+            def prepare(r: int) -> Callable[[], None]:
+                mm = MemoryManager.open(Settings.from_env(database_url=uri, schema=f"{schema}_{r}",
+                                                          embedding_cache_size=0, pool_max_size=2), embedder=probe)
+                managers.append(mm)
+                with psycopg.connect(uri, autocommit=True) as conn:
+                    for name in drop:
+                        conn.execute(psycopg.sql.SQL("DROP INDEX {}").format(psycopg.sql.Identifier(f"{schema}_{r}",
+                                                                                                    name)))
+                return lambda: [mm.write_messages(by_conv[c], user_id=c, thread_id="t", embed=embed)
+                                for c in convs] and None
+            return prepare
 
-        def raw(calls: list[list[str]]) -> Callable[[int], None]:
-            return lambda r: [probe.embed(x) for x in calls] and None
+        def raw(calls: list[list[str]]) -> Callable[[int], Callable[[], None]]:
+            return lambda r: lambda: [probe.embed(x) for x in calls] and None
 
-        def fixed(go: Callable[[int], None]) -> Callable[[int], None]:
-            def run(r: int) -> None:
-                onnx_minilm.FIXED_RUN = args.fixed_run
-                try:
-                    go(r + 1000)  # other users than the planned runs' writes
-                finally:
-                    onnx_minilm.FIXED_RUN = 0
-            return run
+        def fixed(prepare: Callable[[int], Callable[[], None]]) -> Callable[[int], Callable[[], None]]:
+            def ready(r: int) -> Callable[[], None]:
+                go = prepare(r)
+
+                def run() -> None:
+                    onnx_minilm.FIXED_RUN = args.fixed_run
+                    try:
+                        go()
+                    finally:
+                        onnx_minilm.FIXED_RUN = 0
+                return run
+            return ready
 
         modes = {"raw, one call": raw([every]), "raw, write_messages' stages": raw(staged),
                  "write_messages": writes("ingest", True),
-                 "write_messages, no vector/keyword indexes": writes("noindex", True),
-                 "write_messages embed=False": writes("ingest", False)}
+                 "write_messages, no vector/keyword indexes": writes("noindex", True, DROP),
+                 "write_messages embed=False": writes("noembed", False)}
         if args.fixed_run:
             modes[f"raw, one call, {args.fixed_run} per run"] = fixed(raw([every]))
-            modes[f"write_messages, {args.fixed_run} per run"] = fixed(writes("ingest", True))
+            modes[f"write_messages, {args.fixed_run} per run"] = fixed(writes("fixed", True))
         for r in range(args.rounds):
             names = list(modes) if r % 2 == 0 else list(modes)[::-1]
             for name in names:
+                go = modes[name](r)
                 c0, w0, s0 = probe.cpu, probe.wall, server_cpu(postmaster)
                 t0 = time.perf_counter()
-                modes[name](r)
+                go()
                 wall = time.perf_counter() - t0
                 got = rows.setdefault(name, {})
                 for key, value in (("turns_per_s", len(every) / wall), ("encoder_cpu_s", probe.cpu - c0),
                                    ("encoder_wall_s", probe.wall - w0), ("server_cpu_s", server_cpu(postmaster) - s0),
                                    ("wall_s", wall)):
                     got.setdefault(key, []).append(value)
+                while managers:  # after reading the server's CPU: a closed connection's process is gone
+                    managers.pop().close()
             log(f"round {r + 1}: " + ", ".join(f"{n} {v['turns_per_s'][-1]:.1f}" for n, v in rows.items()))
-        for mm in managers.values():
-            mm.close()
     limit = [v for v in rows["raw, one call"]["turns_per_s"]]
     table = []
     for name, v in rows.items():
