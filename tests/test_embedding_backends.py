@@ -460,7 +460,7 @@ def test_write_messages_tokenizes_its_stages_in_one_call_and_stores_each_texts_v
                          + " ".join(["it went on and on"] * (i % 11))} for i in range(180)]
     settings = Settings.from_env(database_url=pg_uri, schema=fresh_schema, embedding_cache_size=0)
     with MemoryManager.open(settings, embedder=model) as mm:
-        mm.write_messages(turns, user_id=user, thread_id="t")  # three stages: 12, 128, 32, 8
+        mm.write_messages(turns, user_id=user, thread_id="t")  # five stages: 28, 100, 36, 12, 4
         texts = [f"{t['role']}: {t['content']}" for t in turns]
         assert [sorted(x) for x in model.tokenized] == [sorted(texts)]
         with psycopg.connect(pg_uri) as conn:

@@ -22,7 +22,7 @@ from memory import HashEmbedder, MemoryManager
 from memory.errors import AgentMemError, DatabaseError, EmbeddingError
 from memory.tables.conversation import embedding_text, stages
 
-N = 300  # four stages: 132, 128, 32, 8 messages
+N = 300  # five stages: 148, 100, 36, 12, 4 messages
 
 
 def messages(n: int, tag: str = "") -> list[dict[str, Any]]:
@@ -76,20 +76,20 @@ def count_rows(conn: psycopg.Connection, user: str) -> tuple[int, int]:
 
 
 def test_stages_cover_every_message_in_order_with_a_short_last_stage():
-    for n in (1, 7, 8, 9, 100, 168, 169, 300, 1192, 1193, 10_000):
+    for n in (1, 3, 4, 5, 16, 17, 52, 53, 152, 153, 402, 403, 1426, 1427, 10_000):
         plan = stages(n)
         assert plan[0][0] == 0 and plan[-1][1] == n
         assert all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
         assert all(0 < end - start <= 1024 for start, end in plan)  # one INSERT each, within its parameters
-        assert plan[-1][1] - plan[-1][0] <= 8
-    assert stages(N) == [(0, 132), (132, 260), (260, 292), (292, 300)]
-    assert [end - start for start, end in stages(10_000)] == [983] * 8 + [984, 984, 128, 32, 8]
-    assert [end - start for start, end in stages(1193)] == [512, 513, 128, 32, 8]  # no stray stage of 1
+        assert plan[-1][1] - plan[-1][0] <= 4
+    assert stages(N) == [(0, 148), (148, 248), (248, 284), (284, 296), (296, 300)]
+    assert [end - start for start, end in stages(10_000)] == [959] * 2 + [960] * 8 + [250, 100, 36, 12, 4]
+    assert [end - start for start, end in stages(1427)] == [512, 513, 250, 100, 36, 12, 4]  # no stray stage of 1
 
 
 def test_a_model_failure_in_a_later_stage_leaves_no_row(settings, user, thread, sql_conn):
     msgs = messages(N)
-    msgs[295]["content"] = "poison pill in the last stage"
+    msgs[298]["content"] = "poison pill in the last stage"
     embedder = Poisoned(settings.database_url, "poison pill")
     with MemoryManager.open(settings.with_(pool_max_size=2), embedder=embedder) as pmm:
         with pytest.raises(EmbeddingError):
@@ -97,7 +97,7 @@ def test_a_model_failure_in_a_later_stage_leaves_no_row(settings, user, thread, 
         assert embedder.inserting_transactions == 1  # it failed mid-pipeline, earlier stages inserted
         assert count_rows(sql_conn, user) == (0, 0)
         # the manager still works, and writes everything on a clean call
-        msgs[295]["content"] = "a harmless message"
+        msgs[298]["content"] = "a harmless message"
         written = pmm.write_messages(msgs, user_id=user, thread_id=thread)
     assert len(written) == N
     assert count_rows(sql_conn, user) == (N, N)
@@ -112,12 +112,12 @@ def test_a_statement_failure_in_a_later_stage_leaves_no_row(settings, fresh_sche
             conn.execute("CREATE TRIGGER refuse_boom BEFORE INSERT ON conversational_memory"
                          " FOR EACH ROW EXECUTE FUNCTION refuse_boom()")
             msgs = messages(N)
-            msgs[250]["content"] = "boom"  # the second stage of four
+            msgs[200]["content"] = "boom"  # the second stage of five
             with pytest.raises(DatabaseError) as err:
                 smm.write_messages(msgs, user_id=user, thread_id=thread)
             assert isinstance(err.value, AgentMemError) and "refused" in str(err.value.__cause__)
             assert count_rows(conn, user) == (0, 0)
-            msgs[250]["content"] = "fine"
+            msgs[200]["content"] = "fine"
             assert len(smm.write_messages(msgs, user_id=user, thread_id=thread)) == N
 
 

@@ -35,17 +35,22 @@ _ROW = sql.SQL("(%s, %s, %s, %s, %s, %s, %s, %s, %s, COALESCE(%s::timestamptz, c
 _RETURNING = sql.SQL(" RETURNING {cols}").format(cols=select_list(Message))
 
 #: Messages per pipeline stage, from the end of a call. While the model embeds, inserting
-#: a message takes the database (and this thread) about a third of what embedding it
-#: takes the int8 model, so each stage is four times the next: its insert ends while
-#: the next one is embedded, and only the last stage's short insert is left once the
-#: model is done. The rest is cut into equal stages of at most ``_STAGE_MAX`` (one INSERT of
-#: 12 parameters a row), so most texts are sorted and planned into model runs together
-#: (runs of texts of similar length, :func:`memory.retrieval.onnx_minilm.plan_runs`; the
-#: ONNX model gets each stage in one call, its texts tokenized with every other stage's
-#: when the call starts: ``EmbeddingService.embed_later_each``). LoCoMo's conversations written with
-#: (8, 32, 128), (4, 16, 64, 256), (16, 128) and (8, 64) here ran at 0.917, 0.911, 0.908
-#: and 0.871 of the encoder alone (median of 10 interleaved rounds, calls of 1,024 texts).
-_STAGES = (8, 32, 128)
+#: a message takes the database (and this thread) about 0.4 of what embedding it takes
+#: the int8 model (LoCoMo turns into an HNSW index that does not hold their vectors yet:
+#: ~1.07 ms a row against ~2.6), so each stage is at most about three times the next: its
+#: insert ends while the next one is embedded, and only the last stage's short insert is
+#: left once the model is done. The rest is cut into equal stages of at most ``_STAGE_MAX``
+#: (one INSERT of 12 parameters a row), so most texts are sorted and planned into model
+#: runs together (runs of texts of similar length,
+#: :func:`memory.retrieval.onnx_minilm.plan_runs`; the ONNX model gets each stage in one
+#: call, its texts tokenized with every other stage's when the call starts:
+#: ``EmbeddingService.embed_later_each``). LoCoMo's conversations written with (4, 12, 36,
+#: 100, 250) ran at 0.934, 0.900 and 0.904 of the encoder alone on the same texts in one
+#: call, with (8, 32, 128) at 0.863, 0.855 and 0.852 (medians of 6, 8 and 10 interleaved
+#: rounds, each round into empty tables; (8, 32, 128) had been chosen by rounds that wrote
+#: the same vectors again into one index, which pgvector stores as pointers to the
+#: elements already there, an insert half as dear: 0.62 ms a row).
+_STAGES = (4, 12, 36, 100, 250)
 _STAGE_MAX = 1024
 
 
