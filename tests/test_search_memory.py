@@ -213,6 +213,39 @@ def test_messages_written_together_get_each_window_written_once(mm: MemoryManage
         assert conn.execute(counts).fetchone() == (ins2, upd2)
 
 
+def test_one_insert_of_two_users_and_backdated_rows_gets_every_window_right(mm: MemoryManager, user: str,
+                                                                             thread: str) -> None:
+    """Migration 018: the insert trigger runs once per statement over all of its rows.
+    One INSERT holds rows of two users, two rows backdated next to each other into one
+    thread (the older rows after them are refreshed, the one they share once) and a row
+    at the end; every window is then its message's word and the two before it."""
+    start = NOW - timedelta(days=2)
+    other = f"{user}-b"
+    rows_sql = ("INSERT INTO conversational_memory (user_id, thread_id, role, content, created_at)"
+                " SELECT u, t, 'user', w, %s + s * interval '1 second'"
+                " FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[]) AS r(u, t, w, s)")
+    with psycopg.connect(mm.db.conninfo) as conn:
+        conn.execute(psycopg.sql.SQL("SET search_path TO {}, public").format(psycopg.sql.Identifier(mm.db.schema)))
+        first = [f"w{n}" for n in range(6)]
+        conn.execute(rows_sql, (start, [user] * 6, [thread] * 6, first, [60 * n for n in range(6)]))
+        mixed = [(user, thread, "back1", 30), (user, thread, "back2", 31), (user, thread, "last", 600),
+                 (other, "t2", "x0", 0), (other, "t2", "x1", 1), (other, "t2", "x2", 2)]
+        plan = conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + rows_sql,
+                            (start, *[list(col) for col in zip(*mixed)])).fetchall()
+        calls = [line for (line,) in plan if line.startswith("Trigger conversational_context_insert")]
+        assert len(calls) == 1 and calls[0].endswith("calls=1")
+        for uid in (user, other):
+            ordered = [w for (w,) in conn.execute("SELECT content FROM conversational_memory WHERE user_id = %s"
+                                                  " ORDER BY thread_id, created_at, id", (uid,)).fetchall()]
+            windows = dict(conn.execute(
+                "SELECT m.content, tsvector_to_array(c.context_tsv) FROM conversational_memory m"
+                " JOIN conversational_context c ON c.user_id = m.user_id AND c.message_id = m.id"
+                " WHERE m.user_id = %s", (uid,)).fetchall())
+            assert {w: set(v) for w, v in windows.items()} == {
+                w: set(ordered[max(0, n - 2):n + 1]) for n, w in enumerate(ordered)}
+        assert len(windows) == 3  # the other user's: its own three rows only
+
+
 def test_summaries_and_facts_in_the_same_list(mm: MemoryManager, user: str, thread: str,
                                               sql_conn: psycopg.Connection) -> None:
     ids = chat(mm, user, thread, [("user", "Our release train leaves every second Thursday.")] + FILLER,
