@@ -11,19 +11,16 @@
 -- vectors, embed=False) took 0.25 ms a message at first and 2.14 ms at 40,000 messages,
 -- in new sessions as in old ones (scratch run).
 --
--- Now the insert trigger runs once per statement, over its rows (a transition table): it
--- writes each new message's window once, and refreshes the windows of the (at most two)
--- older messages after each new one in its thread, for a message backdated into a thread,
--- each of those once too. The rows come from the transition table and from the thread
--- index, never through the id lookup: the same 40,000 messages took 0.11-0.15 ms a message
--- throughout. With LoCoMo's turns written into an HNSW index that did not hold their
--- vectors, database time fell from about 1.03 to 0.98 ms a message, and without the
--- vector index from 0.36 to 0.25.
+-- Now the refresh joins its ids to the primary key, and the insert trigger runs once per
+-- statement, over its rows (a transition table): per user of the statement, one refresh
+-- of the new messages and of the (at most two) older messages after each new one in its
+-- thread (a message backdated into a thread), so each window is computed once, not three
+-- times. The same 40,000 messages took 0.11-0.15 ms a message throughout. With LoCoMo's
+-- turns written into an HNSW index that did not hold their vectors, database time fell
+-- from about 1.03 to 0.98 ms a message, and without the vector index from 0.36 to 0.25.
 -- Each statement names one user (a loop over the users of the writing statement, one in
--- every write agentmem makes), so on Citus it runs on that user's shard.
---
--- The refresh that the delete and edit triggers run (004/008/009/015/017) takes its
--- messages by joining the ids to the primary key.
+-- every write agentmem makes), so on Citus it runs on that user's shard. The delete and
+-- edit triggers (004/008/009) call the same refresh.
 -- (psycopg sql.SQL template: no literal braces in this file.)
 
 CREATE OR REPLACE FUNCTION conversational_context_refresh(uid text, ids bigint[]) RETURNS void
@@ -51,27 +48,14 @@ DECLARE
     u text;
 BEGIN
     FOR u IN SELECT DISTINCT n.user_id FROM new_rows n ORDER BY 1 LOOP
-        INSERT INTO conversational_context (message_id, user_id, context_tsv, prev_id)
-        SELECT m.id, u,
-               setweight(m.search_tsv || to_tsvector('english', coalesce(m.name, '')), 'A')
-               || setweight(to_tsvector('english', coalesce(p.txt, '')), 'B'), p.prev_id
-        FROM (SELECT n.id, n.thread_id, n.created_at, n.search_tsv, n.name FROM new_rows n WHERE n.user_id = u
-              UNION ALL
-              SELECT DISTINCT ON (s.id) s.id, s.thread_id, s.created_at, s.search_tsv, s.name
-              FROM new_rows n CROSS JOIN LATERAL (
-                  SELECT c.id, c.thread_id, c.created_at, c.search_tsv, c.name FROM conversational_memory c
-                  WHERE c.user_id = u AND c.thread_id = n.thread_id AND (c.created_at, c.id) > (n.created_at, n.id)
-                  ORDER BY c.created_at, c.id LIMIT 2) s
-              WHERE n.user_id = u AND NOT EXISTS (SELECT 1 FROM new_rows x WHERE x.user_id = u AND x.id = s.id)) m
-        LEFT JOIN LATERAL (
-            SELECT string_agg(left(b.content, 2000), ' ') AS txt, (array_agg(b.id))[1] AS prev_id FROM (
-                SELECT c.id, c.content FROM conversational_memory c
-                WHERE c.user_id = u AND c.thread_id = m.thread_id
-                  AND (c.created_at, c.id) < (m.created_at, m.id)
-                ORDER BY c.created_at DESC, c.id DESC LIMIT 2) b) p ON true
-        ON CONFLICT (user_id, message_id) DO UPDATE SET context_tsv = EXCLUDED.context_tsv, prev_id = EXCLUDED.prev_id
-        WHERE (conversational_context.context_tsv, conversational_context.prev_id)
-              IS DISTINCT FROM (EXCLUDED.context_tsv, EXCLUDED.prev_id);
+        PERFORM conversational_context_refresh(u, ARRAY(
+            SELECT n.id FROM new_rows n WHERE n.user_id = u
+            UNION
+            SELECT s.id FROM new_rows n CROSS JOIN LATERAL (
+                SELECT c.id FROM conversational_memory c
+                WHERE c.user_id = u AND c.thread_id = n.thread_id AND (c.created_at, c.id) > (n.created_at, n.id)
+                ORDER BY c.created_at, c.id LIMIT 2) s
+            WHERE n.user_id = u));
     END LOOP;
     RETURN NULL;
 END
