@@ -502,7 +502,7 @@ def locomo_phase(uri: str, args: Any, encoders: dict[str, Any], mine: Any, peer:
     # its graph instead of inserting it: agentmem's database time for a LoCoMo turn was
     # 0.62 ms in such rounds and 1.07 ms with vectors no earlier round had written (scratch
     # run: the same turns with and without 1e-3 noise on their vectors), so every round
-    # after the first measured an insert real distinct messages never get.
+    # after the first measured an insert cheaper than distinct messages get.
     db = new_database(uri, "p_locomo")
 
     def open_round(r: int) -> list[Any]:

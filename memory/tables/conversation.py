@@ -37,7 +37,7 @@ _RETURNING = sql.SQL(" RETURNING {cols}").format(cols=select_list(Message))
 #: Messages per pipeline stage, from the end of a call. While the model embeds, inserting
 #: a message takes the database (and this thread) about 0.4 of what embedding it takes
 #: the int8 model (LoCoMo turns into an HNSW index that does not hold their vectors yet:
-#: ~1.07 ms a row against ~2.6), so each stage is at most about three times the next: its
+#: ~1.0 ms a row against ~2.6), so each stage is at most about three times the next: its
 #: insert ends while the next one is embedded, and only the last stage's short insert is
 #: left once the model is done. The rest is cut into equal stages of at most ``_STAGE_MAX``
 #: (one INSERT of 12 parameters a row), so most texts are sorted and planned into model
