@@ -2,7 +2,8 @@
 
     pip install -e '.[bench]'        # langgraph-checkpoint-postgres (mem0 is not used)
     python bench/peers.py [--backend onnx|torch] [--peer-embedder same|default] [--threads 1]
-                          [--rounds 3] [--queries 60] [--warmup 0] [--scale 100000] [--layouts 200users,oneuser]
+                          [--rounds 3] [--queries 60] [--warmup 0] [--pause 0] [--scale 100000]
+                          [--layouts 200users,oneuser]
                           [--ingest-only | --scale-only] [--shared-buffers 2GB] [--json out.json]
 
 Every system gets the same texts (LoCoMo turns), the same queries (LoCoMo questions),
@@ -27,7 +28,11 @@ Phases:
    ``read_knowledge``), k=10: a first pass of every query once per system, printed on its
    own, then the interleaved rounds, whose figures are the comparison (with ``--warmup N``,
    each system's timed searches of a round follow N other questions, untimed: the system
-   before it in the round leaves the CPU caches holding its own data). The first pass
+   before it in the round leaves the CPU caches holding its own data; with ``--pause S``,
+   each timed search of the rounds follows S seconds of sleep, as an agent loop's searches
+   follow its model calls: on a 2-vCPU virtual machine, work after an idle moment runs
+   slower, and the scheduler may run the server's backend on the client's CPU instead of
+   beside it, see docs/benchmarks.md, Session 28). The first pass
    reads each system's pages into shared buffers: after the loads and the index builds
    they hold whatever was written last, so the first search of a system's rows copies
    pages in from the OS cache (or from disk: each search table gives, per system, what the
@@ -331,7 +336,7 @@ def warmup_asks(asks: list[tuple[str, str]], questions: Sequence[Any], n: int) -
 
 
 def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int,
-                  warm: Sequence[tuple[str, str]] = ()) -> tuple[Timings, Timings]:
+                  warm: Sequence[tuple[str, str]] = (), pause: float = 0.0) -> tuple[Timings, Timings]:
     """Per search, the seconds of the whole call and the seconds spent in the embedder, kept
     apart for a first pass (every query once per system: it reads each system's pages into
     shared buffers, which the loads and index builds left holding whatever was built last)
@@ -339,7 +344,8 @@ def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int,
     each round each search of each system first runs those untimed: the system before it in
     the round leaves the CPU caches holding its own data, so without them a system's first
     searches of a round measure partly whichever system ran before it (the p95 of 60
-    searches is the fourth slowest)."""
+    searches is the fourth slowest). ``pause``: seconds of sleep before each timed search of
+    the rounds (not the first pass)."""
     settle_heap()
     first: Timings = ({}, {}, {})
     for sys_ in systems:
@@ -347,18 +353,20 @@ def search_rounds(systems: list[Any], asks: list[tuple[str, str]], rounds: int,
     timed: Timings = ({}, {}, {})
     for r in range(rounds):
         for sys_ in (systems if r % 2 == 0 else systems[::-1]):
-            _time_searches(sys_, asks, timed, warm)
+            _time_searches(sys_, asks, timed, warm, pause)
     return first, timed
 
 
 def _time_searches(sys_: Any, asks: list[tuple[str, str]], into: Timings,
-                   warm: Sequence[tuple[str, str]] = ()) -> None:
+                   warm: Sequence[tuple[str, str]] = (), pause: float = 0.0) -> None:
     lat, emb, disk = into
     for name, fn in sys_.searches().items():
         for u, q in warm:
             fn(u, q)
         read0 = disk_read_kib()
         for u, q in asks:
+            if pause:
+                time.sleep(pause)
             e0 = sys_.encoder.seconds
             t0 = time.perf_counter()
             hits = fn(u, q)
@@ -524,7 +532,7 @@ def locomo_phase(uri: str, args: Any, encoders: dict[str, Any], mine: Any, peer:
         bulk.write_knowledge_batch([{"content": t} for _, t in by_conv[c]], user_id=f"r0-{c}")
     bulk.close()
     result["locomo_search"] = report_searches(f"[{label}] LoCoMo size (3 users, ~480 rows each)",
-                                              search_rounds(systems, asks, args.rounds, warm))
+                                              search_rounds(systems, asks, args.rounds, warm, args.pause))
     for s in systems:
         s.close()
     return base
@@ -541,6 +549,8 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=100_000, help="rows of the scale phase (0: skip it)")
     ap.add_argument("--layouts", default="200users,oneuser",
                     help="the scale phase's layouts, comma-separated: 200users (200 x scale/200 rows), oneuser")
+    ap.add_argument("--pause", type=float, default=0.0, metavar="S",
+                    help="seconds of sleep before each timed search of the rounds (an agent loop's idle time)")
     ap.add_argument("--warmup", type=int, default=0,
                     help="in each round, this many other questions untimed before each system's timed searches")
     ap.add_argument("--ingest-only", action="store_true", help="the LoCoMo ingest rounds only, no search phase")
@@ -574,7 +584,10 @@ def main() -> None:
                    enumerate(x for x in turns if x.conversation == c)] for c in convs}
     texts = [t.text for t in turns]
     agentmem_texts = [f"{r}: {c}" for c in convs for r, c in by_conv[c]]  # what agentmem embeds (role: content)
-    result: dict[str, Any] = {"configuration": label, "threads": args.threads, "shared_buffers": args.shared_buffers}
+    if args.pause:
+        label += f"; {args.pause:g} s idle before each timed search"
+    result: dict[str, Any] = {"configuration": label, "threads": args.threads, "shared_buffers": args.shared_buffers,
+                              "pause_s": args.pause}
     env = environment()
     log(f"{label}; {args.threads} thread(s), shared_buffers {args.shared_buffers}, {len(texts)} turns, "
         f"{len(questions)} questions; CPU {env['cpu']}" + (f"; {env['page_out']}" if env["page_out"] else ""))
@@ -631,7 +644,8 @@ def main() -> None:
                 asks = [(f"u{rng.randrange(users):03d}", q.text) for q in rng.sample(questions, args.queries)]
                 result[f"search_{layout}"] = report_searches(
                     f"[{label}] {args.scale} rows, {layout} ({per} rows each)",
-                    search_rounds(systems, asks, args.rounds, warmup_asks(asks, questions, args.warmup)))
+                    search_rounds(systems, asks, args.rounds, warmup_asks(asks, questions, args.warmup),
+                                 args.pause))
                 for s in systems:
                     s.close()
     print(f"\nload average at end: {environment()['loadavg_at_end']}")

@@ -181,6 +181,8 @@ def main() -> None:
     ap.add_argument("--explain-all", action="store_true", help="print the whole plan, not only the CTE times")
     ap.add_argument("--model-every-time", action="store_true",
                     help="run the model for every search (else each query's vector is computed once and cached)")
+    ap.add_argument("--pause", type=float, default=0.0, metavar="S",
+                    help="sleep S seconds before each timed search, as an agent loop is idle between its searches")
     args = ap.parse_args()
     turns, questions = locomo_turns(), locomo_questions()
     convs = sorted({t.conversation for t in turns})
@@ -224,6 +226,8 @@ def main() -> None:
         total, encoder.seconds = [], 0.0
         for _ in range(args.rounds):
             for u, q in asks:
+                if args.pause:
+                    time.sleep(args.pause)
                 e0, t0 = encoder.seconds, time.perf_counter()
                 mm.search_memory(q, user_id=u, k=10)
                 total.append(time.perf_counter() - t0 - (encoder.seconds - e0))
