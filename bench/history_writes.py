@@ -42,8 +42,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 mm.write_messages(msgs, user_id="one", thread_id=f"t{call % 2}", embed=False)
                 per_call.append(1000 * (time.perf_counter() - t0) / args.per_call)
-    rows = [[call + 1, (call + 1) * args.per_call, f"{per_call[call]:.3f}"]
-            for call in range(0, args.calls, 5)] + [[args.calls, args.calls * args.per_call, f"{per_call[-1]:.3f}"]]
+    shown = sorted(set(range(0, args.calls, 5)) | {args.calls - 1})  # every fifth call, and the last once
+    rows = [[call + 1, (call + 1) * args.per_call, f"{per_call[call]:.3f}"] for call in shown]
     print_table(f"write_messages(embed=False) of {args.per_call} messages into one user, call after call",
                 ["call", "user's messages after it", "ms a message"], rows)
     print(f"\nload average at end: {environment()['loadavg_at_end']}")
