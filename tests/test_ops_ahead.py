@@ -11,6 +11,8 @@ came back, and still run in its transaction.
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 from datetime import datetime
 
@@ -18,6 +20,7 @@ import pytest
 from psycopg import sql
 
 from memory import MemoryManager, Settings
+from memory.errors import AgentMemError
 from memory.aio import AsyncMemoryManager, arun
 from memory.retrieval.embeddings import HashEmbedder
 from memory.store import ops
@@ -81,3 +84,99 @@ def test_the_async_driver_sends_them_the_same_way(settings: Settings, user: str,
                 assert (await cur.fetchone())[0] in (None, "")
 
     asyncio.run(scenario())
+
+
+# After idle time the first statements go out from a helper thread while the call runs (``ops.SENDER``);
+# back to back the caller sends them itself. Either way: the same results, errors and transaction.
+
+@pytest.fixture(params=["after idle time", "back to back"])
+def regime(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The time since the process's last ``Ahead`` step, set for the step the test runs: long (the helper
+    thread sends) or none (the caller does)."""
+    monkeypatch.setattr(ops.SENDER, "ended", float("-inf") if request.param == "after idle time" else time.monotonic())
+    monkeypatch.setattr(ops, "IDLE_S", 3600.0)  # so a slow test machine cannot make "back to back" idle
+    return str(request.param)
+
+
+def sending_threads(monkeypatch: pytest.MonkeyPatch) -> dict[str, set[str]]:
+    """The threads each statement's text (its first 30 characters) was sent from, filled as they go out."""
+    seen: dict[str, set[str]] = {}
+    plain = ops.prepare
+
+    def recording(q: Sql) -> bool | None:
+        seen.setdefault(q.stmt.as_string()[:30], set()).add(threading.current_thread().name)
+        return plain(q)
+
+    monkeypatch.setattr(ops, "prepare", recording)
+    return seen
+
+
+def test_after_idle_time_the_first_statements_are_sent_beside_the_call(
+        mm: MemoryManager, user: str, regime: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = sending_threads(monkeypatch)
+    made: list[float] = []
+    check(run(mm.db, ahead_op(user, made)), made, ops.PIPELINE)
+    first, after = seen[FIRST.as_string()[:30]], seen[AFTER.as_string()[:30]]
+    caller = {threading.current_thread().name}
+    assert after == caller  # the statements made from the call's result: always the caller's
+    if regime == "after idle time":
+        assert len(first) == 1 and first != caller and next(iter(first)).startswith("agentmem-send")
+    else:
+        assert first == caller
+    assert ops.SENDER.ended > time.monotonic() - 60  # the step's end is kept for the next one
+
+
+def test_a_search_returns_the_same_hits_whichever_thread_sent_its_first_statements(
+        mm: MemoryManager, user: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    mm.write_messages([{"role": "user", "content": text} for text in (
+        "I moved to Bergen in March", "my sister runs the Oslo marathon", "the office is in Bryggen now",
+        "we adopted a cat called Pepper", "the Bergen rain never stops")], user_id=user, thread_id="t")
+    hits = {}
+    for regime, ended in (("after idle time", float("-inf")), ("back to back", time.monotonic())):
+        monkeypatch.setattr(ops.SENDER, "ended", ended)
+        monkeypatch.setattr(ops, "IDLE_S", 3600.0)
+        hits[regime] = [(h.item.id, round(h.score, 9)) for h in mm.search_memory("where does she live, Bergen?",
+                                                                                user_id=user, k=3)]
+    assert hits["after idle time"] == hits["back to back"] and len(hits["back to back"]) == 3
+
+
+class CallFailed(Exception):
+    pass
+
+
+def failing_op(user: str, first: sql.Composable, params: tuple, call_fails: bool):
+    def call() -> str:
+        if call_fails:
+            raise CallFailed("the model failed")
+        return "made"
+
+    yield Ahead((Sql(sql.SQL("SELECT set_config('agentmem.ahead_test', 'handed over', true)"), fetch="one", user=user),
+                 Sql(first, params, fetch="one", user=user)), Call(call),
+                lambda _: [Sql(AFTER, ("x",), dict, "one", user, last=True)])
+
+
+@pytest.mark.parametrize("failing", ["the call", "a statement on the server", "a statement's parameters"])
+def test_a_failure_beside_the_helper_thread_rolls_back_and_gives_the_connection_back(
+        mm: MemoryManager, user: str, regime: str, failing: str) -> None:
+    first, params = {"the call": (SETTING, None), "a statement on the server": (sql.SQL("SELECT 1 / %s"), (0,)),
+                     "a statement's parameters": (sql.SQL("SELECT %s::text"), (object(),))}[failing]
+    expected: type[BaseException] = CallFailed if failing == "the call" else AgentMemError
+    with pytest.raises(expected):
+        run(mm.db, failing_op(user, first, params, call_fails=failing == "the call"))
+    # nothing of the failed transaction is left, and every connection is back in the pool and usable
+    assert mm.db.pool.get_stats()["pool_available"] == mm.db.pool.get_stats()["pool_size"]
+    for _ in range(mm.db.pool.get_stats()["pool_size"]):
+        with mm.db.connection(user) as conn:
+            assert conn.execute(SETTING).fetchone()[0] in (None, "")
+
+
+def test_a_forked_child_sends_from_a_helper_thread_of_its_own() -> None:
+    sender = ops._Sender()
+    assert sender.submit(lambda: None).result(timeout=10) is None  # the parent's helper thread exists now
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's helper thread did not come along; a new one must run the send
+        ran = threading.Event()
+        sending = sender.submit(ran.set)
+        os._exit(0 if sending is not None and ran.wait(10) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -42,9 +42,13 @@ transaction with a rollback (and the database's errors are translated exactly as
 
 from __future__ import annotations
 
-import sys
-from contextlib import ExitStack, nullcontext, suppress
+import os
 import re
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 from collections.abc import Callable, Generator, Sequence
@@ -275,32 +279,94 @@ def execute_held(conn: Any, head: Sequence[Sql]) -> None:
         execute(conn, together(head, None))
 
 
+#: How long the process must have made no search (no :class:`Ahead` step) for the next one to send
+#: its statements from a helper thread (:func:`execute_ahead`). Measured on a 2-vCPU KVM guest
+#: (docs/benchmarks.md, session 29): after 2 ms the caller's own sends were still the faster way,
+#: after 5 ms and longer the helper thread was.
+IDLE_S = 0.005
+
+
+class _Sender:
+    """The helper thread that sends an :class:`Ahead` step's statements after idle time, and when the
+    process's last step ended.
+
+    Why: a send does not wait for the server, but after the machine has idled, the server process
+    the send wakes can be run on the sender's own CPU, in place of the caller (measured on a KVM
+    guest; most likely the socket's "the sender sleeps next" wake-up hint): the statement that was to
+    run beside the model runs before it. Sent from another thread, it runs beside the model again. Back to back (both CPUs awake) the caller's
+    own sends cost nothing and the hand-over would cost more, so they stay the caller's."""
+
+    def __init__(self) -> None:
+        self.ended = float("-inf")  # time.monotonic() when the last Ahead step ended, in any thread
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
+
+    def submit(self, fn: Callable[[], None]) -> Future[None] | None:
+        """``fn`` running in a helper thread, or None where none can run (the interpreter is exiting)."""
+        with self._lock:
+            if self._pool is None or self._pid != os.getpid():  # a forked child has none of its parent's threads
+                self._pool, self._pid = ThreadPoolExecutor(2, thread_name_prefix="agentmem-send"), os.getpid()
+            try:
+                return self._pool.submit(fn)
+            except RuntimeError:
+                return None
+
+    def call_after(self, send: Callable[[], None], call: Call) -> Any:
+        """``send`` (statements on the caller's connection), then ``call``'s result. After
+        :data:`IDLE_S` without a step, ``send`` runs in the helper thread while the call runs; then
+        this returns only once ``send`` is done (the connection is the caller's again) and raises
+        ``send``'s error if it failed and the call did not."""
+        sending = self.submit(send) if time.monotonic() - self.ended > IDLE_S else None
+        if sending is None:
+            send()
+            return call.fn(*call.args, **call.kwargs)
+        try:
+            done = call.fn(*call.args, **call.kwargs)
+        except BaseException:
+            sending.exception()  # waits for the sends; the call's error is the one raised
+            raise
+        sending.result()
+        return done
+
+
+SENDER = _Sender()
+
+
 def execute_ahead(conn: Any, ahead: Ahead, head: Sequence[Any] = ()) -> tuple[Any, list[Any], bool]:
     """Run ``ahead`` on a sync connection (in a transaction): ``head`` (statements returning nothing:
     a new transaction's user scope and held statements, not prepared) and the statements are sent,
     the call is made while the server runs them, ``then``'s statements are sent behind them, then
     every result is read (without pipelining, in the client library: each statement waits for its
     reply, the call between). The step's result, and whether a ``last`` statement ended the
-    transaction."""
-    with ExitStack() as cursors:
-        sent = [(cursors.enter_context(cursor(conn, q)), q) for q in ahead.steps]
-        with conn.pipeline() if PIPELINE else nullcontext():
-            for stmt in head:
-                conn.execute(stmt, prepare=False)
-            for cur, q in sent:
-                cur.execute(q.stmt, q.params, prepare=prepare(q))
-            done = ahead.call.fn(*ahead.call.args, **ahead.call.kwargs)
-            later = list(ahead.then(done)) if ahead.then is not None else []
-            for q in later:
-                if held(q):
-                    conn.execute(q.stmt, prepare=False)
-                else:
-                    sent.append((cursors.enter_context(cursor(conn, q)), q))
-                    sent[-1][0].execute(q.stmt, q.params, prepare=prepare(q))
-            ended = bool(later) and later[-1].last
-            if ended:
-                conn.execute(COMMIT_SQL, prepare=False)
-        return done, [fetched(cur, q) for cur, q in sent], ended
+    transaction.
+
+    After :data:`IDLE_S` without a step, the first statements are sent from a helper thread while
+    the call runs (:class:`_Sender`)."""
+    try:
+        with ExitStack() as cursors:
+            sent = [(cursors.enter_context(cursor(conn, q)), q) for q in ahead.steps]
+            with conn.pipeline() if PIPELINE else nullcontext():
+                def send() -> None:
+                    for stmt in head:
+                        conn.execute(stmt, prepare=False)
+                    for cur, q in sent:
+                        cur.execute(q.stmt, q.params, prepare=prepare(q))
+
+                done = SENDER.call_after(send, ahead.call)
+                later = list(ahead.then(done)) if ahead.then is not None else []
+                for q in later:
+                    if held(q):
+                        conn.execute(q.stmt, prepare=False)
+                    else:
+                        sent.append((cursors.enter_context(cursor(conn, q)), q))
+                        sent[-1][0].execute(q.stmt, q.params, prepare=prepare(q))
+                ended = bool(later) and later[-1].last
+                if ended:
+                    conn.execute(COMMIT_SQL, prepare=False)
+            return done, [fetched(cur, q) for cur, q in sent], ended
+    finally:
+        SENDER.ended = time.monotonic()
 
 
 def execute_last(conn: Any, steps: Sequence[Sql]) -> Any:
