@@ -8,7 +8,9 @@ once beforehand and served from a cache, so every figure is agentmem's own part:
 whole call, and in it
 
 * ``sent before the model``: a query not embedded yet sends BEGIN, the settings and the
-  keyword statement before the model runs (``memory.store.ops.execute_ahead``);
+  keyword statement before the model runs (``memory.store.ops.execute_ahead``); after idle
+  time (``--pause``) they are handed to a helper thread instead, which sends them while the
+  model runs, and this line is the hand-over;
 * ``after the model``: the rest of the search, which needs the vector, and COMMIT go out
   right behind the model, in the same pipeline (``Ahead.then``), then every row is read
   (the keyword statement's, the wait for it included, and the rest's) into dicts: the

@@ -292,9 +292,10 @@ class _Sender:
 
     Why: a send does not wait for the server, but after the machine has idled, the server process
     the send wakes can be run on the sender's own CPU, in place of the caller (measured on a KVM
-    guest; most likely the socket's "the sender sleeps next" wake-up hint): the statement that was to
-    run beside the model runs before it. Sent from another thread, it runs beside the model again. Back to back (both CPUs awake) the caller's
-    own sends cost nothing and the hand-over would cost more, so they stay the caller's."""
+    guest; most likely the socket's "the sender sleeps next" wake-up hint): the statement that was
+    to run beside the model runs before it. Sent from another thread, it runs beside the model
+    again. Back to back (both CPUs awake) the caller's own sends cost nothing and the hand-over
+    would cost more, so they stay the caller's."""
 
     def __init__(self) -> None:
         self.ended = float("-inf")  # time.monotonic() when the last Ahead step ended, in any thread
