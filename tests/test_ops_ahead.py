@@ -14,6 +14,7 @@ import asyncio
 import os
 import threading
 import time
+from contextlib import ExitStack
 from datetime import datetime
 
 import pytest
@@ -172,11 +173,12 @@ def test_a_failure_beside_the_helper_thread_rolls_back_and_gives_the_connection_
     expected: type[BaseException] = CallFailed if failing == "the call" else AgentMemError
     with pytest.raises(expected):
         run(mm.db, failing_op(user, first, params, call_fails=failing == "the call"))
-    # nothing of the failed transaction is left, and every connection is back in the pool and usable
-    assert mm.db.pool.get_stats()["pool_available"] == mm.db.pool.get_stats()["pool_size"]
-    for _ in range(mm.db.pool.get_stats()["pool_size"]):
-        with mm.db.connection(user) as conn:
-            assert conn.execute(SETTING).fetchone()[0] in (None, "")
+    # every connection is back in the pool, usable, and holds nothing of the failed transaction
+    stats = mm.db.pool.get_stats()
+    assert stats["pool_available"] == stats["pool_size"]
+    with ExitStack() as held_all:
+        conns = [held_all.enter_context(mm.db.connection(user)) for _ in range(stats["pool_size"])]
+        assert [conn.execute(SETTING).fetchone()[0] in (None, "") for conn in conns] == [True] * len(conns)
 
 
 def test_a_forked_child_sends_from_a_helper_thread_of_its_own() -> None:
