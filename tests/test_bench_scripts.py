@@ -2,8 +2,8 @@
 
 Most of ``bench/`` goes through the public API, but a few read private parts of the search
 (``recall.py`` re-ranks ``search_memory``'s candidates with ``_rank``; ``search_memory_profile.py``
-times the statements by wrapping ``memory.store.ops``). Both had stopped running after a
-change to those parts, unnoticed until someone ran them. Each runs here in its smallest
+times the statements by wrapping ``memory.store.ops``; ``idle_sends.py`` sets ``ops.IDLE_S``). The
+first two had stopped running after a change to those parts, unnoticed until someone ran them. Each runs here in its smallest
 form, as a subprocess with its own embedded server, and must finish and print its table.
 No figure is checked: the benches measure, the tests elsewhere decide.
 """
@@ -64,3 +64,15 @@ def test_inline_embeddings_compares_both_layouts() -> None:
         assert targets[1][1] == "0", layouts  # under migration 016 no embedding is out of line
     for call in ("search_memory", "read_knowledge"):
         assert re.search(rf"^1\s+016 / default\s+{call}\s+\d+\.\d{{3}}\s*$", out, re.M), out
+
+
+@pytest.mark.skipif(not LOCOMO.is_dir(), reason="the public LoCoMo dev data (../shared/data) is not on this machine")
+def test_idle_sends_times_every_cell_both_ways() -> None:
+    out = bench("idle_sends", "--rounds", "1", "--queries", "3", "--pauses", "0,7", "--async")
+    for cell, modes in (("sleep 7 ms", ("caller sends", "helper thread sends")),
+                        ("back to back", ("caller sends", "as shipped", "async, as shipped")),
+                        ("50 ms idle before each", ("caller sends", "as shipped", "async, as shipped")),
+                        ("a CPU burner beside", ("caller sends", "as shipped", "async, as shipped"))):
+        for mode in modes:  # p50, p95, p99 and n: one sample per search
+            assert re.search(rf"^{cell}\s+{mode}(\s+\d[\d.]*){{3}}\s+3$", out, re.M), (cell, mode, out)
+    assert re.search(r"ops.IDLE_S as shipped: \d[\d.]* ms", out), out

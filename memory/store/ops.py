@@ -281,9 +281,10 @@ def execute_held(conn: Any, head: Sequence[Sql]) -> None:
 
 #: How long the process must have made no search (no :class:`Ahead` step) for the next one to send
 #: its statements from a helper thread (:func:`execute_ahead`). Measured on a 2-vCPU KVM guest
-#: (docs/benchmarks.md, session 29): after 2 ms the caller's own sends were still the faster way,
-#: after 5 ms and longer the helper thread was.
-IDLE_S = 0.005
+#: (``bench/idle_sends.py --part sweep``; docs/benchmarks.md, Session 29): after 2 ms of sleep the
+#: caller's own sends were the faster way in three sittings out of three, after 5 ms in two out of
+#: three, after 7 ms in none of one, after 10 ms in none of three.
+IDLE_S = 0.006
 
 
 class _Sender:
