@@ -3,8 +3,9 @@
 Most of ``bench/`` goes through the public API, but a few read private parts of the search
 (``recall.py`` re-ranks ``search_memory``'s candidates with ``_rank``; ``search_memory_profile.py``
 times the statements by wrapping ``memory.store.ops``; ``idle_sends.py`` sets ``ops.IDLE_S``). The
-first two had stopped running after a change to those parts, unnoticed until someone ran them. Each runs here in its smallest
-form, as a subprocess with its own embedded server, and must finish and print its table.
+first two had stopped running after a change to those parts, unnoticed until someone ran them.
+Each runs here in its smallest form, as a subprocess with its own embedded server, and must
+finish and print its table.
 No figure is checked: the benches measure, the tests elsewhere decide.
 """
 
