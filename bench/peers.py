@@ -93,7 +93,8 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -389,7 +390,7 @@ def report_searches(title: str, timings: tuple[Timings, Timings]) -> dict[str, A
 def report_search(title: str, timings: Timings) -> dict[str, Any]:
     lat, emb, disk = timings
     stats = {name: percentiles(v) for name, v in lat.items()}
-    own = {name: percentiles([t - e for t, e in zip(v, emb[name])]) for name, v in lat.items()}
+    own = {name: percentiles([t - e for t, e in zip(v, emb[name], strict=True)]) for name, v in lat.items()}
     embs = {name: percentiles(v) for name, v in emb.items()}
     peers = [n for n in stats if not n.startswith("agentmem")]
     fastest = min(peers, key=lambda n: stats[n]["p95_ms"])
@@ -494,7 +495,8 @@ def run_ingest(open_round: Callable[[int], list[Any]], encoders: dict[str, Any],
           f"agentmem / raw limit: {med['agentmem'] / limit:.2f} "
           f"(on agentmem's own texts: {med['agentmem'] / own_texts:.2f}); median of the rounds' ratios to the "
           f"limit measured beside agentmem's ingest: {per_round[0]:.2f} (own texts: {per_round[1]:.2f}); "
-          f"own time per turn, fastest peer ({fastest_own}) / agentmem: {own_med[fastest_own] / own_med['agentmem']:.2f}x")
+          f"own time per turn, fastest peer ({fastest_own}) / agentmem: "
+          f"{own_med[fastest_own] / own_med['agentmem']:.2f}x")
     return {"turns_per_s": rate, "own_ms_per_turn": own}, base, kept
 
 
