@@ -92,8 +92,8 @@ import statistics
 import sys
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np

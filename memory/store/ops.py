@@ -282,8 +282,8 @@ def execute_held(conn: Any, head: Sequence[Sql]) -> None:
 #: How long the process must have made no search (no :class:`Ahead` step) for the next one to send
 #: its statements from a helper thread (:func:`execute_ahead`). Measured on a 2-vCPU KVM guest
 #: (``bench/idle_sends.py --part sweep``; docs/benchmarks.md, Session 29): after 2 ms of sleep the
-#: caller's own sends were the faster way in three sittings out of three, after 5 ms in two out of
-#: three, after 7 ms in none of one, after 10 ms in none of three.
+#: caller's own sends were the faster way in four sittings out of four, after 5 ms in three out of
+#: four, after 7 ms in none of one, after 10 ms in none of four.
 IDLE_S = 0.006
 
 
