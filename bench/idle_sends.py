@@ -5,7 +5,7 @@
     python bench/idle_sends.py --part regimes --async
 
 A ``search_memory`` whose query is still to embed sends its keyword statement before the model
-runs (``memory.store.ops.execute_ahead``). After ``ops.IDLE_S`` (5 ms) without a search in the
+runs (``memory.store.ops.execute_ahead``). After ``ops.IDLE_S`` (6 ms) without a search in the
 process a helper thread sends it while the caller runs the model; back to back the caller sends
 it itself. This bench measures both ways side by side.
 
@@ -26,6 +26,8 @@ with 3 untimed searches.
   event loop sends).
 
 Times are whole calls (the query's embedding included), in ms.
+
+Why idle time costs anything on this machine: ``bench/idle_wake.py``.
 """
 
 from __future__ import annotations

@@ -77,3 +77,12 @@ def test_idle_sends_times_every_cell_both_ways() -> None:
         for mode in modes:  # p50, p95, p99 and n: one sample per search
             assert re.search(rf"^{cell}\s+{mode}(\s+\d[\d.]*){{3}}\s+3$", out, re.M), (cell, mode, out)
     assert re.search(r"ops.IDLE_S as shipped: \d[\d.]* ms", out), out
+
+
+def test_idle_wake_times_every_call_after_every_sleep() -> None:
+    out = bench("idle_wake", "--rounds", "2", "--pauses", "0,5", "--warm", "5")
+    for call in ("one byte", "tokenize", "model"):
+        for pause in ("0", "5"):  # p50, p95 and n: one sample per round
+            assert re.search(rf"^{call}\s+{pause} ms(\s+\d[\d.]*){{2}}\s+2$", out, re.M), (call, pause, out)
+    for call in ("model after a helper's run", "helper's run", "model beside a helper's run"):
+        assert re.search(rf"^{call}\s+5 ms(\s+\d[\d.]*){{2}}\s+2$", out, re.M), (call, out)
