@@ -1,6 +1,6 @@
 """What time without work costs the next call in this process, outside any database.
 
-    python bench/idle_wake.py                       # ~1 min
+    python bench/idle_wake.py                       # ~40 s
     python bench/idle_wake.py --pauses 0,50 --rounds 20
 
 Searches right after idle time are slower in every system ``bench/peers.py --pause`` and
@@ -12,7 +12,7 @@ search apart from the machine: after ``S`` ms of sleep (``--pauses``) it times o
 * ``model``: one run of the default ONNX int8 MiniLM on those ids, one thread;
 
 each right after an untimed call of the same, so only the sleep differs. Then, after
-``--warm`` ms of sleep, two ways of warming the model from a helper thread (another core)
+``--warm`` ms of sleep, two ways of warming the model from a helper thread (free to run on the other core)
 before the caller's run:
 
 * ``model after a helper's run``: the helper runs the model on a two-token input and the
