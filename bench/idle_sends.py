@@ -27,7 +27,7 @@ with 3 untimed searches.
 
 Times are whole calls (the query's embedding included), in ms.
 
-Why idle time costs anything on this machine: ``bench/idle_wake.py``.
+What idle time costs the process itself, outside any database: ``bench/idle_wake.py``.
 """
 
 from __future__ import annotations

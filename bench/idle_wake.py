@@ -4,8 +4,9 @@
     python bench/idle_wake.py --pauses 0,50 --rounds 20
 
 Searches right after idle time are slower in every system ``bench/peers.py --pause`` and
-``bench/idle_sends.py`` measure, and the query's embedding is slower too. This bench takes the
-search apart from the machine: after ``S`` ms of sleep (``--pauses``) it times one call of
+``bench/idle_sends.py`` measure, and on some hosts the query's embedding is much slower too
+(docs/benchmarks.md, Sessions 30 and 31). This bench takes the search apart from the
+machine: after ``S`` ms of sleep (``--pauses``) it times one call of
 
 * ``one byte``: reading one byte of a 64 MB array that the previous call read too;
 * ``tokenize``: the query's token ids (``OnnxMiniLMEmbedder.tokenize``);
@@ -35,16 +36,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import base_parser, bench_embedder, percentiles, print_load, print_table, write_json  # noqa: E402
+from _common import Timer, base_parser, bench_embedder, percentiles, print_load, print_table, write_json  # noqa: E402
 
 QUERIES = ("When did the two friends last go hiking together?", "What did she paint for the art show?",
            "How long has he been learning to play the violin?", "Which city did they move to after the wedding?")
 
 
 def timed(fn: Callable[..., object], *args: object) -> float:
-    start = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - start
+    """Seconds of one call of ``fn(*args)``."""
+    with Timer() as t:
+        fn(*args)
+    return t.seconds
 
 
 def main() -> int:
@@ -82,10 +84,10 @@ def main() -> int:
         warm["helper's run"].append(timed(helper.submit(embedder.embed_tokens, [ids[0][:2]]).result))
         warm["model after a helper's run"].append(timed(embedder.embed_tokens, query))
         time.sleep(args.warm / 1000)
-        start = time.perf_counter()
-        beside = helper.submit(embedder.embed_tokens, [ids[0][:2]])
-        embedder.embed_tokens(query)
-        warm["model beside a helper's run"].append(time.perf_counter() - start)
+        with Timer() as t:
+            beside = helper.submit(embedder.embed_tokens, [ids[0][:2]])
+            embedder.embed_tokens(query)
+        warm["model beside a helper's run"].append(t.seconds)
         beside.result()
     helper.shutdown()
 
@@ -93,8 +95,8 @@ def main() -> int:
              len(samples[name, pause])] for name in calls for pause in pauses]
     print_table(f"One call after S ms of sleep ({args.rounds} rounds; ms)",
                 ["call", "sleep S", "p50", "p95", "n"], rows)
-    warm_rows = [[name, f"{args.warm:g} ms", percentiles(xs)["p50_ms"], percentiles(xs)["p95_ms"], len(xs)]
-                 for name, xs in warm.items()]
+    warm_rows = [[name, f"{args.warm:g} ms", p["p50_ms"], p["p95_ms"], len(xs)]
+                 for name, xs in warm.items() for p in [percentiles(xs)]]
     print_table("Warming the model from a helper thread", ["call", "sleep S", "p50", "p95", "n"], warm_rows)
     print_load()
     write_json(args.json, {"calls": rows, "warm": warm_rows})
