@@ -25,7 +25,7 @@ def one_conn(settings: Settings) -> Iterator[MemoryManager]:
 #: the keyword half sent ahead of the embedding, then the rest with its results.
 EXACT_ONLY, INDEXED_ONLY = "SELECT 'large'", "SELECT 'small'"
 KEYWORD_FIRST, EXACT_NEAR = "me_top AS (", "ORDER BY v.d, v.key LIMIT"
-INDEXED_FIRST, INDEXED_REST = "mk_top AS (", "FROM mi_vec CROSS JOIN LATERAL"
+INDEXED_FIRST, INDEXED_REST = "mk_top AS (", "FROM mi_near m"
 
 
 def statement_runs(mm: MemoryManager, marker: str, *also: str) -> int:
