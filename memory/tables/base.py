@@ -644,9 +644,11 @@ _INDEXED_SELECT = (_SIMILAR_SELECT.replace("{cand}", "i_cand").replace("{idf}", 
 # denominator, and the rows ranked within ``pool`` by keyword signal alone, ties included
 # (``kw`` breaks them by distance, which only the second statement knows). The second
 # takes them as they are: ``kw`` and the fused select compute what the one statement's do,
-# over the same numbers, each row read by its key (a probe per candidate, kept apart by
-# ``OFFSET 0``), so its generic plan reads no more than a plan for its values (see
-# :data:`NO_SORT`). Both run in one repeatable-read transaction.
+# over the same numbers. The keyword candidates are read by key (a probe per row, kept apart
+# by ``OFFSET 0``) and the nearest come from the index scan that finds them, each with every
+# column and its distance (both materialised, so each is planned alone; read again by key,
+# the nearest rows were a probe each more), so its generic plan reads no more than a plan for
+# its values (see :data:`NO_SORT`). Both run in one repeatable-read transaction.
 _KEYWORD_AHEAD_WORDS = (
     "WITH " + TERMS_CTE + ","
     " lex AS (SELECT row_number() OVER () AS ord, lit::tsquery AS tq, term FROM terms WHERE %(hybrid)s),"
@@ -671,18 +673,18 @@ _KEYWORD_AHEAD_SECOND = (
     "   FROM unnest(" + taken("tqs", "text[]") + ", " + taken("idfs", "float8[]") + ")"
     "   WITH ORDINALITY AS t(tq, idf, ord)),"
     " den AS (SELECT " + taken("den", "float8") + " AS den), size AS (SELECT " + taken("size", "numeric") + " AS n),"
-    " kw AS (SELECT x.key FROM unnest(" + taken("keys", "uuid[]") + ", " + taken("kss", "float8[]") + ") AS k(key, ks)"
-    "   CROSS JOIN LATERAL (SELECT x.{key} AS key, x.embedding FROM {tbl} x WHERE x.{key} = k.key AND ({where})"
-    "   OFFSET 0) x"
-    "   ORDER BY k.ks DESC, x.embedding <=> %(qvec)s NULLS LAST, x.key LIMIT %(pool)s),"
-    + _VEC_CTE + ","
-    " i_cand AS (SELECT key FROM vec UNION SELECT key FROM kw)"
+    " kw AS MATERIALIZED (SELECT x.*, x.embedding <=> %(qvec)s AS hit_d"
+    "   FROM unnest(" + taken("keys", "uuid[]") + ", " + taken("kss", "float8[]") + ") AS k(key, ks)"
+    "   CROSS JOIN LATERAL (SELECT x.* FROM {tbl} x WHERE x.{key} = k.key AND ({where}) OFFSET 0) x"
+    "   ORDER BY k.ks DESC, hit_d NULLS LAST, x.{key} LIMIT %(pool)s),"
+    " vec AS MATERIALIZED (SELECT x.*, x.embedding <=> %(qvec)s AS hit_d FROM {tbl} x"
+    "   WHERE x.embedding IS NOT NULL AND ({where}) ORDER BY hit_d LIMIT %(pool)s),"
+    " i_cand AS (SELECT * FROM vec UNION ALL SELECT * FROM kw WHERE kw.{key} NOT IN (SELECT v.{key} FROM vec v))"
     " SELECT * FROM ("
-    " SELECT {cols}, x.embedding <=> %(qvec)s AS hit_distance,"
+    " SELECT {cols}, x.hit_d AS hit_distance,"
     "   (SELECT sum(w.idf) FROM idf w WHERE x.search_tsv @@ w.tq) / (SELECT den FROM den) AS hit_keyword,"
     "   x.{key} AS hit_key, (SELECT n FROM size) AS hit_size"
-    " FROM i_cand c CROSS JOIN LATERAL (SELECT x.* FROM {tbl} x WHERE x.{key} = c.key AND ({where}) OFFSET 0) x"
-    " WHERE (SELECT n FROM size) > %(switch)s) u"
+    " FROM i_cand x WHERE (SELECT n FROM size) > %(switch)s) u"
 )
 
 
