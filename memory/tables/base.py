@@ -610,8 +610,8 @@ _KEYWORD_CANDIDATES = (
 )
 # vector half: the nearest rows through HNSW (the iterative scan, set per transaction,
 # keeps a filter from starving the LIMIT)
-_VEC_CTE = (" vec AS (SELECT {key} AS key FROM {tbl}"
-            "   WHERE embedding IS NOT NULL AND ({where}) ORDER BY embedding <=> %(qvec)s LIMIT %(pool)s)")
+_NEAREST = " FROM {tbl}   WHERE embedding IS NOT NULL AND ({where}) ORDER BY embedding <=> %(qvec)s LIMIT %(pool)s"
+_VEC_CTE = " vec AS (SELECT {key} AS key" + _NEAREST + ")"
 
 KEYWORD_CTES = _N_CTE + _GIN_WORDS + _KEYWORD_REST + _KEYWORD_CANDIDATES + _VEC_CTE
 POSTINGS_KEYWORD_CTES = _N_CTE + _POSTINGS_WORDS + _KEYWORD_REST + _KEYWORD_CANDIDATES + _VEC_CTE
@@ -677,8 +677,7 @@ _KEYWORD_AHEAD_SECOND = (
     "   FROM unnest(" + taken("keys", "uuid[]") + ", " + taken("kss", "float8[]") + ") AS k(key, ks)"
     "   CROSS JOIN LATERAL (SELECT x.* FROM {tbl} x WHERE x.{key} = k.key AND ({where}) OFFSET 0) x"
     "   ORDER BY k.ks DESC, hit_d NULLS LAST, x.{key} LIMIT %(pool)s),"
-    " vec AS MATERIALIZED (SELECT x.*, x.embedding <=> %(qvec)s AS hit_d FROM {tbl} x"
-    "   WHERE x.embedding IS NOT NULL AND ({where}) ORDER BY hit_d LIMIT %(pool)s),"
+    " vec AS MATERIALIZED (SELECT *, embedding <=> %(qvec)s AS hit_d" + _NEAREST + "),"
     " i_cand AS (SELECT * FROM vec UNION ALL SELECT * FROM kw WHERE kw.{key} NOT IN (SELECT v.{key} FROM vec v))"
     " SELECT * FROM ("
     " SELECT {cols}, x.hit_d AS hit_distance,"

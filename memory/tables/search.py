@@ -353,10 +353,12 @@ mi_den AS (
 _MI_SCORE = """(SELECT sum(i.idf * CASE WHEN c.context_tsv @@ i.tq_a THEN 1.0 ELSE %(nw)s END)
             FROM mi_idf i WHERE c.context_tsv @@ i.tq)
            / (SELECT den FROM mi_den)"""
+#: The ``pool`` nearest live messages through HNSW, after a select list: the indexed shape's vector half.
+_M_NEAREST = (" FROM conversational_memory m\n    WHERE " + _M_WHERE
+              + " AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qvec)s LIMIT %(pool)s")
 _MSG_IDX_VEC = """,
 mi_vec AS (
-    SELECT m.id AS key FROM conversational_memory m
-    WHERE """ + _M_WHERE + """ AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qvec)s LIMIT %(pool)s
+    SELECT m.id AS key""" + _M_NEAREST + """
 )"""
 _MSG_IDX_SCORED = """,
 mi_pre AS (
@@ -547,9 +549,7 @@ mi_idf AS MATERIALIZED (
 mi_den AS (SELECT """ + taken("den", "float8") + """ AS den),
 mi_near AS MATERIALIZED (
     SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, m.search_tsv,
-           m.embedding <=> %(qvec)s AS d
-    FROM conversational_memory m
-    WHERE """ + _M_WHERE + """ AND m.embedding IS NOT NULL ORDER BY d LIMIT %(pool)s
+           m.embedding <=> %(qvec)s AS d""" + _M_NEAREST + """
 )"""
 #: The nearest rows with every column and their keyword score (NULL without any of the words).
 #: The rows come with their columns and distance from the index scan that finds them
