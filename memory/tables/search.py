@@ -425,6 +425,9 @@ _M_HIT_HEAD = ("'message' AS kind, m.id::text AS id, m.content, m.created_at, m.
 _M_HIT_TAIL = ("NULL::bigint AS next_id, NULL::bigint AS first_id, NULL::bigint AS last_id,\n"
                "       NULL::bigint AS n_covered, coalesce(m.name = ANY (%(speakers)s::text[]), false) AS spk,\n"
                "       " + _terms("m"))
+#: The columns of a message row that those read (its keyword score too, from ``search_tsv``),
+#: where a statement reads the row itself rather than its key.
+_M_ROW_COLS = "m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, m.search_tsv"
 
 #: Whether the user has any summaries or facts at all: the statement after the embedding carries
 #: their halves (planned and run even when they find nothing: ~0.4 ms at LoCoMo size) only then.
@@ -434,8 +437,7 @@ _HAS_KINDS = ("EXISTS (SELECT 1 FROM summary_memory WHERE user_id = %(uid)s) AS 
 #: A message row ``m`` by its key (completed by the caller: ``... = key OFFSET 0``), with the
 #: turn before it from its window row (``c.prev_id``): the exact shape's two statements.
 _M_ROW_PREV = """
-    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, c.prev_id,
-           m.search_tsv
+    SELECT """ + _M_ROW_COLS + """, c.prev_id
     FROM conversational_memory m
         LEFT JOIN conversational_context c ON c.user_id = %(uid)s AND c.message_id = m.id
     WHERE m.user_id = %(uid)s AND m.id = """
@@ -528,7 +530,7 @@ SELECT """ + _M_HIT_HEAD + """NULL::float8 AS vs,
        NULL::bigint AS n, NULL::text AS den, NULL::text AS tqs, NULL::text AS tqas, NULL::text AS idfs,
        NULL::text AS keys, NULL::boolean AS pending, NULL::boolean AS has_summaries, NULL::boolean AS has_facts
 FROM mk_top t CROSS JOIN LATERAL (
-    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, m.search_tsv
+    SELECT """ + _M_ROW_COLS + """
     FROM conversational_memory m WHERE m.user_id = %(uid)s AND m.id = t.key OFFSET 0) m
 UNION ALL
 SELECT 'head', """ + _MARK_HEAD + "NULL, NULL" + _MARK_TAIL + """,
@@ -548,8 +550,7 @@ mi_idf AS MATERIALIZED (
 ),
 mi_den AS (SELECT """ + taken("den", "float8") + """ AS den),
 mi_near AS MATERIALIZED (
-    SELECT m.id, m.content, m.created_at, m.thread_id, m.summary_id, m.role, m.name, m.metadata, m.search_tsv,
-           m.embedding <=> %(qvec)s AS d""" + _M_NEAREST + """
+    SELECT """ + _M_ROW_COLS + """, m.embedding <=> %(qvec)s AS d""" + _M_NEAREST + """
 )"""
 #: The nearest rows with every column and their keyword score (NULL without any of the words).
 #: The rows come with their columns and distance from the index scan that finds them
